@@ -1,0 +1,85 @@
+"""CompileOptions: a frozen, validated pydantic model; `XLC_FLAGS` is read once into it.
+
+XLC_FLAGS syntax: space-separated `--key=value` or `--flag`, e.g.
+`XLC_FLAGS="--dump-to=/tmp/d --dump-pass-re=.* --verify"`. Unknown flags raise ArgumentError.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from functools import lru_cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from xlc.errors import ArgumentError
+
+
+class CompileOptions(BaseModel):
+    """Everything that influences a compile. Frozen; hashes to `cache_key()`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["cpu", "gpu", "interpreter"] = "interpreter"
+    verify: bool = Field(False, description="run the verifier after every changing pass")
+    dump_to: str | None = Field(None, description="directory for per-pass dumps")
+    dump_pass_re: str | None = Field(None, description="dump after passes matching this regex")
+    opt_level: int = Field(3, ge=0, le=3)
+    scheduler: Literal["default", "list", "dfs", "post_order"] = "default"
+    fusion: bool = True
+    constant_folding_limit: int = Field(1 << 16, description="max elements of a folded constant")
+    cache_dir: str | None = Field(None, description="persistent compile cache directory")
+    gpu_sm: int = 80
+    gpu_streams: int = 1
+    threads: int = Field(0, description="CPU threads for large kernels (0 = all cores)")
+
+    def cache_key(self) -> str:
+        """A stable hash of the options that influence generated code."""
+        d = self.model_dump(exclude={"dump_to", "dump_pass_re", "verify", "cache_dir"})
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    def replace(self, **kw: Any) -> CompileOptions:
+        return self.model_copy(update=kw)
+
+
+_FLAG_KEYS = {
+    "dump-to": "dump_to", "dump-pass-re": "dump_pass_re", "verify": "verify",
+    "opt-level": "opt_level", "scheduler": "scheduler", "no-fusion": "fusion",
+    "backend": "backend", "gpu-sm": "gpu_sm", "gpu-streams": "gpu_streams",
+    "threads": "threads", "constant-folding-limit": "constant_folding_limit",
+}
+
+
+def parse_flags(text: str) -> dict[str, Any]:
+    """Parse an XLC_FLAGS string into CompileOptions field values."""
+    out: dict[str, Any] = {}
+    for tok in shlex.split(text or ""):
+        if not tok.startswith("--"):
+            raise ArgumentError(f"XLC_FLAGS: expected --flag or --flag=value, got {tok!r}")
+        key, _, value = tok[2:].partition("=")
+        if key not in _FLAG_KEYS:
+            known = ", ".join("--" + k for k in sorted(_FLAG_KEYS))
+            raise ArgumentError(f"XLC_FLAGS: unknown flag --{key} (known: {known})")
+        field = _FLAG_KEYS[key]
+        if key == "no-fusion":
+            out[field] = False
+        elif key == "verify":
+            out[field] = value.lower() not in ("0", "false", "no") if value else True
+        else:
+            out[field] = value
+    return out
+
+
+@lru_cache(maxsize=1)
+def _env_defaults(flags: str, cache_dir: str) -> CompileOptions:
+    kw = parse_flags(flags)
+    if cache_dir:
+        kw.setdefault("cache_dir", cache_dir)
+    return CompileOptions(**kw)
+
+
+def default_options() -> CompileOptions:
+    """CompileOptions from the environment (XLC_FLAGS, XLC_CACHE_DIR), parsed once."""
+    return _env_defaults(os.environ.get("XLC_FLAGS", ""), os.environ.get("XLC_CACHE_DIR", ""))
