@@ -1,2 +1,31 @@
-"""xlc: an XLA-style ahead-of-time tensor compiler."""
+"""xlc: an XLA-style ahead-of-time tensor compiler.
+
+Public API: `jit`, `ShapeDtype`, `compile`, `load`, the `numpy` / `lax` / `nn` namespaces
+(also importable as `import xlc.numpy as xnp`), `CompileOptions` and the error classes.
+"""
+from __future__ import annotations
+
+import sys as _sys
+
+from xlc import errors
+from xlc.api import ShapeDtype, compile, jit, load
+from xlc.errors import (ArgumentError, ArtifactError, EvaluationError, LoweringError,
+                        ParseError, ShapeError, TraceError, UnsupportedOpError,
+                        VerificationError, XlcError)
+from xlc.frontend import lax, nn
+from xlc.frontend import numpy_api as numpy
+from xlc.options import CompileOptions
+
 __version__ = "0.1.0"
+
+# `import xlc.numpy as xnp` (and xlc.lax / xlc.nn) resolve to the frontend modules.
+_sys.modules[__name__ + ".numpy"] = numpy
+_sys.modules[__name__ + ".lax"] = lax
+_sys.modules[__name__ + ".nn"] = nn
+
+__all__ = [
+    "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
+    "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
+    "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
+    "__version__",
+]

@@ -207,7 +207,7 @@ class Literal:
     def __init__(self, array: np.ndarray | None = None, elements: tuple[Literal, ...] | None = None,
                  elided: bool = False):
         if array is not None:
-            array = np.ascontiguousarray(array)
+            array = np.ascontiguousarray(array).reshape(np.shape(array))  # keep 0-d arrays 0-d
             array.setflags(write=False)
         self.array = array
         self.elements = elements

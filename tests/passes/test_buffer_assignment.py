@@ -1,0 +1,244 @@
+"""BufferAssignment: allocation kinds, slices, operand reuse, heap packing, stats/report/JSON,
+and the validator (on good and deliberately broken assignments)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xlc.errors import VerificationError
+from xlc.hlo.parser import parse_module
+from xlc.passes.buffer_assignment import assign_buffers
+from xlc.passes.buffer_validator import validate_buffer_assignment
+from xlc.passes.copy_insertion import CopyInsertion
+from xlc.passes.ordering import DependencyHloOrdering, PredecessorHloOrdering, SequentialHloOrdering
+
+from .memory_builders import classic, counting_while, post_order_schedule
+
+
+def all_orderings(m):
+    return [SequentialHloOrdering(m, post_order_schedule(m)), DependencyHloOrdering(m),
+            PredecessorHloOrdering(m)]
+
+
+def test_classic_allocations_and_slices() -> None:
+    m, d = classic()
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    validate_buffer_assignment(ba)
+    assert [a.kind for a in ba.allocations] == ["parameter", "output", "temp"]
+    p, out, temp = ba.allocations
+    assert p.is_readonly and not out.is_readonly and out.maybe_live_out
+    assert str(ba.slice_of(d["param"])) == "{index:0, offset:0, size:16}"
+    assert str(ba.slice_of(d["add"])) == "{index:1, offset:0, size:16}"
+    neg, exp = ba.slice_of(d["negate"]), ba.slice_of(d["exp"])
+    assert neg.allocation is temp and exp.allocation is temp
+    assert {neg.offset, exp.offset} == {0, 64} and temp.size == 80
+    s = ba.stats()
+    assert (s["parameter_bytes"], s["output_bytes"], s["temp_bytes"], s["constant_bytes"],
+            s["alias_bytes"], s["peak_bytes"]) == (16, 16, 80, 0, 0, 112)
+    assert s["temp_lower_bound_bytes"] == 32 and s["allocation_count"] == 3
+
+
+CHAIN = """
+HloModule chain
+
+ENTRY main {
+  x = f32[16]{0} parameter(0)
+  a = f32[16]{0} negate(x)
+  b = f32[16]{0} exponential(a)
+  c = f32[16]{0} log(b)
+  ROOT d = f32[16]{0} abs(c)
+}
+"""
+
+
+def test_elementwise_chain_reuses_dying_operand_buffers() -> None:
+    m = parse_module(CHAIN, verify=True)
+    sched = SequentialHloOrdering(m, post_order_schedule(m))
+    ba = assign_buffers(m, sched)
+    validate_buffer_assignment(ba)
+    e = m.entry
+    assert ba.slice_of(e.instruction("a")) == ba.slice_of(e.instruction("b")) \
+        == ba.slice_of(e.instruction("c"))
+    assert ba.stats()["temp_bytes"] == 64
+    assert len(ba.shares) == 2
+    no_reuse = assign_buffers(m, sched, reuse_operands=False)
+    validate_buffer_assignment(no_reuse)
+    assert no_reuse.stats()["temp_bytes"] == 128  # a and c can share, b cannot
+    assert ba.slice_of(e.instruction("a")) != ba.slice_of(e.instruction("d"))
+
+
+def test_alignment_parameter() -> None:
+    m, d = classic()
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)), alignment=256)
+    validate_buffer_assignment(ba)
+    assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 256]
+    assert ba.stats()["temp_bytes"] == 272
+
+
+def test_while_body_temps_share_the_whole_module_heap() -> None:
+    m, d = counting_while(size=64)
+    CopyInsertion().run(m)
+    for ordering in all_orderings(m):
+        ba = assign_buffers(m, ordering)
+        validate_buffer_assignment(ba)
+        # carried values share one slice: init element, body param element, body root element
+        assert ba.slice_of(d["xn"]) == ba.slice_of(d["mul"]) == ba.slice_of(d["bx"]) \
+            == ba.slice_of(d["result"])
+        body_root = m.computation("body").root
+        assert ba.slice_of(d["while"].operands[0]) == ba.slice_of(body_root) \
+            == ba.slice_of(d["while"])
+        assert ba.slice_of(d["result"]).allocation.maybe_live_out
+    seq = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    temps = seq.temp_allocations
+    assert len(temps) == 1
+    # the body's broadcast is a temp placed in the same combined allocation
+    assert seq.slice_of(d["two_b"]).allocation is temps[0]
+
+
+FUSED = """
+HloModule fused, input_output_alias={ {}: (0, {}, may-alias) }
+
+add_f32 {
+  l = f32[] parameter(0)
+  r = f32[] parameter(1)
+  ROOT s = f32[] add(l, r)
+}
+
+fc {
+  p = f32[8]{0} parameter(0)
+  q = f32[8]{0} negate(p)
+  ROOT e = f32[8]{0} exponential(q)
+}
+
+ENTRY main {
+  x = f32[8]{0} parameter(0)
+  f = f32[8]{0} fusion(x), kind=kLoop, calls=fc
+  z = f32[] constant(0)
+  sum = f32[] reduce(f, z), dimensions={0}, to_apply=add_f32
+  b = f32[8]{0} broadcast(sum), dimensions={}
+  ROOT o = f32[8]{0} add(f, b)
+}
+"""
+
+
+def test_fusion_bodies_unassigned_reduce_bodies_thread_local_and_io_alias() -> None:
+    m = parse_module(FUSED, verify=True)
+    CopyInsertion().run(m)
+    for ordering in all_orderings(m):
+        ba = assign_buffers(m, ordering)
+        validate_buffer_assignment(ba)
+        fc = m.computation("fc")
+        with pytest.raises(VerificationError, match="no slices for 'q' at index"):
+            ba.slice_of(fc.instruction("q"))
+        add = m.computation("add_f32")
+        tl = ba.slice_of(add.instruction("s")).allocation
+        assert tl.kind == "thread_local" and tl.is_thread_local
+        # the output is donated into parameter 0
+        px = ba.slice_of(m.entry.instruction("x")).allocation
+        assert px.kind == "parameter" and not px.is_readonly and px.aliased_with_output
+        assert ba.slice_of(m.entry.root) == ba.slice_of(m.entry.instruction("x"))
+        assert ba.slice_of(m.entry.instruction("z")).allocation.kind == "constant"
+        s = ba.stats()
+        assert s["alias_bytes"] == 32 and s["output_bytes"] == 32 and s["constant_bytes"] == 4
+        assert s["peak_bytes"] == 32 + s["temp_bytes"]
+
+
+def test_report_and_json() -> None:
+    m, _ = classic()
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    text = ba.report()
+    lines = text.splitlines()
+    assert lines[0] == "BufferAssignment:"
+    assert lines[1] == "allocation 0: size 16, parameter 0, shape |f32[4]{0}| at ShapeIndex {}:"
+    assert lines[2] == " value: <0 param @0> (size=16,offset=0): f32[4]{0}"
+    assert "allocation 1: size 16, output shape is |f32[4]{0}|, maybe-live-out:" in lines
+    assert "allocation 2: size 80, preallocated-temp:" in lines
+    assert "     preallocated temp allocation:        80B" in lines
+    assert "  preallocated temp fragmentation:        48B (60.00%)" in lines
+    js = ba.to_json()
+    json.dumps(js)
+    assert [a["kind"] for a in js["allocations"]] == ["parameter", "output", "temp"]
+    assert js["allocations"][2]["heap_algorithm"] in ("spatial", "temporal")
+    assert js["stats"]["temp_bytes"] == 80
+
+
+def test_default_ordering_schedules_without_touching_the_module() -> None:
+    m, d = classic()
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    assert m.schedule is None
+    assert isinstance(ba.ordering, SequentialHloOrdering)
+
+
+COLORS = """
+HloModule colors
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  a = f32[4]{0:S(1)} negate(x)
+  b = f32[4]{0} exponential(a)
+  ROOT r = f32[4]{0} add(b, x)
+}
+"""
+
+
+def test_colors_get_separate_temp_allocations() -> None:
+    m = parse_module(COLORS, verify=True)
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    temps = ba.temp_allocations
+    assert sorted(a.color for a in temps) == [0, 1]
+    assert ba.slice_of(m.entry.instruction("a")).allocation.color == 1
+
+
+# ---- validator negative cases ----------------------------------------------------------------
+def _classic_assignment():
+    m, d = classic()
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    temp = ba.temp_allocations[0]
+    neg = ba.dataflow.defined_at(d["negate"])
+    exp = ba.dataflow.defined_at(d["exp"])
+    return ba, temp, neg, exp, d
+
+
+def test_validator_rejects_overlapping_live_buffers() -> None:
+    ba, temp, neg, exp, _ = _classic_assignment()
+    temp.assigned[exp] = temp.assigned[neg]
+    with pytest.raises(VerificationError, match=r"buffers <1 negate @0> and <2 exp @0> may be "
+                                                r"live at the same time but overlap"):
+        validate_buffer_assignment(ba)
+
+
+def test_validator_rejects_out_of_bounds_misaligned_and_missing() -> None:
+    ba, temp, neg, exp, _ = _classic_assignment()
+    temp.assigned[exp] = (72, 16)
+    with pytest.raises(VerificationError, match="lies outside allocation 2 of size 80"):
+        validate_buffer_assignment(ba)
+    temp.assigned[exp] = (32, 16)
+    with pytest.raises(VerificationError, match="is not aligned to 64"):
+        validate_buffer_assignment(ba)
+    del temp.assigned[exp]
+    del ba._alloc_of[exp]
+    with pytest.raises(VerificationError, match=r"buffer <2 exp @0> \(f32\[4\]\{0\}\) has no "
+                                                r"allocation"):
+        validate_buffer_assignment(ba)
+
+
+def test_validator_rejects_live_out_in_temp_and_written_parameter() -> None:
+    ba, temp, neg, exp, d = _classic_assignment()
+    add = ba.dataflow.defined_at(d["add"])
+    out = ba.allocation_of(add)
+    del out.assigned[add]
+    temp.assigned[add] = (0, 16)
+    temp.assigned.pop(neg)
+    temp.assigned[neg] = (64, 16)
+    temp.assigned.pop(exp)
+    with pytest.raises(VerificationError, match="live-out buffer <3 add @0> is in temp"):
+        validate_buffer_assignment(ba)
+    ba, temp, neg, exp, d = _classic_assignment()
+    param_alloc = ba.allocations[0]
+    param_alloc.assigned[neg] = (0, 16)
+    with pytest.raises(VerificationError, match="read-only parameter allocation 0 is written "
+                                                "by 'negate'"):
+        validate_buffer_assignment(ba)

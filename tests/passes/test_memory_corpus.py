@@ -1,0 +1,72 @@
+"""Copy insertion, scheduling, buffer assignment and the validator on every corpus module
+(JAX's module.hlo and XLA's optimized.hlo), under sequential and dependency orderings."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import CORPUS, corpus_cases, requires_corpus
+from xlc.hlo.evaluator import evaluate, flatten_result
+from xlc.hlo.parser import parse_module
+from xlc.hlo.verifier import verify_module
+from xlc.passes.buffer_assignment import assign_buffers
+from xlc.passes.buffer_validator import validate_buffer_assignment
+from xlc.passes.copy_insertion import CopyInsertion
+from xlc.passes.ordering import DependencyHloOrdering, SequentialHloOrdering, verify_schedule
+from xlc.passes.scheduler import MemoryScheduler
+
+CASES = corpus_cases()
+SMALL = corpus_cases(include_benchmarks=False)
+
+
+def _load(name: str, file: str):
+    return parse_module((CORPUS / "cases" / name / file).read_text(), filename=file)
+
+
+def _assign_everywhere(m) -> dict[str, int]:
+    CopyInsertion().run(m)
+    verify_module(m)
+    MemoryScheduler().run(m)
+    assert m.schedule is not None
+    verify_schedule(m, m.schedule)
+    seq = assign_buffers(m, SequentialHloOrdering(m))
+    validate_buffer_assignment(seq)
+    validate_buffer_assignment(assign_buffers(m, DependencyHloOrdering(m)))
+    stats = seq.stats()
+    assert stats["temp_bytes"] >= stats["temp_lower_bound_bytes"]
+    assert seq.report().startswith("BufferAssignment:")
+    json.dumps(seq.to_json())
+    return stats
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", CASES)
+def test_module_hlo_assigns_and_validates(name: str) -> None:
+    _assign_everywhere(_load(name, "module.hlo"))
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", CASES)
+def test_optimized_hlo_assigns_validates_and_beats_xla(name: str) -> None:
+    """On XLA's own optimized module our temp size must not exceed XLA's by more than a few
+    small buffers (the exact figures go in tools/memory_vs_xla.py's table)."""
+    stats = _assign_everywhere(_load(name, "optimized.hlo"))
+    meta = json.loads((CORPUS / "cases" / name / "meta.json").read_text())
+    xla_temp = meta["memory_analysis"]["temp_size_in_bytes"]
+    assert stats["temp_bytes"] <= max(xla_temp * 1.02, xla_temp + 256)
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", SMALL)
+def test_copy_insertion_preserves_numerics(name: str) -> None:
+    from corpus import load_case  # type: ignore[import-not-found]
+
+    case = load_case(name)
+    m = parse_module(case.module_text)
+    before = flatten_result(evaluate(m, case.inputs))
+    CopyInsertion().run(m)
+    after = flatten_result(evaluate(m, case.inputs))
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,485 @@
+"""The user-facing staging API: `jit` (trace -> `Lowered` -> `Compiled`), `compile` for HLO text
+or modules, `ShapeDtype`, and the backend table.
+
+Backends: `BACKENDS` maps a name to a factory `(module, options) -> Executable`, where an
+Executable has `run(flat_args: list[np.ndarray]) -> list[np.ndarray]` (tuple results flattened
+in order). "interpreter" runs the reference evaluator; "cpu"/"gpu" raise UnsupportedOpError
+until their backends land.
+
+Calling conventions: a jitted function's `Compiled` takes the *dynamic* arguments only (static
+ones are baked in, as in JAX's AOT API); Python scalars are weakly typed (int -> s32, float ->
+f32) and part of the signature by dtype, not value.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from xlc.errors import ArgumentError, UnsupportedOpError, XlcError
+from xlc.frontend import dtypes, pytree
+from xlc.frontend.staging import Aval, trace_to_module
+from xlc.hlo.ir import HloModule, IOAlias
+from xlc.hlo.shape import PrimitiveType, Shape
+from xlc.options import CompileOptions, default_options
+
+log = logging.getLogger("xlc.api")
+
+
+class ShapeDtype:
+    """An abstract argument for `lower`: a shape and a dtype (numpy dtype, name or
+    PrimitiveType)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Sequence[int], dtype: Any):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.to_ptype(dtype).dtype
+
+    def __repr__(self) -> str:
+        return f"ShapeDtype({self.shape}, {self.dtype})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape,
+                                                                              other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, str(self.dtype)))
+
+
+# ---- backends ------------------------------------------------------------------------------------
+class Executable(Protocol):
+    """What a backend factory returns."""
+
+    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]: ...
+
+
+def _flatten_value(value: Any, shape: Shape) -> list[np.ndarray]:
+    if shape.is_tuple:
+        assert shape.tuple_shapes is not None
+        out: list[np.ndarray] = []
+        for v, s in zip(value, shape.tuple_shapes):
+            out += _flatten_value(v, s)
+        return out
+    return [np.asarray(value)]
+
+
+class InterpreterExecutable:
+    """Runs a module on the numpy reference evaluator (`xlc.hlo.evaluator.evaluate`)."""
+
+    def __init__(self, module: HloModule, options: CompileOptions):
+        self.module = module
+        self.options = options
+
+    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        from xlc.hlo.evaluator import evaluate
+
+        assert self.module.entry is not None and self.module.entry.root is not None
+        result = evaluate(self.module, flat_args)
+        return _flatten_value(result, self.module.entry.root.shape)
+
+
+def _unavailable(name: str) -> Callable[[HloModule, CompileOptions], Executable]:
+    def factory(module: HloModule, options: CompileOptions) -> Executable:
+        raise UnsupportedOpError(f"backend '{name}' is not available yet; use "
+                                 "backend='interpreter'")
+    return factory
+
+
+BACKENDS: dict[str, Callable[[HloModule, CompileOptions], Executable]] = {
+    "interpreter": InterpreterExecutable,
+    "cpu": _unavailable("cpu"),
+    "gpu": _unavailable("gpu"),
+}
+
+
+def _make_executable(module: HloModule, backend: str, options: CompileOptions) -> Executable:
+    if backend not in BACKENDS:
+        raise ArgumentError(f"unknown backend '{backend}' (known: {', '.join(sorted(BACKENDS))})")
+    return BACKENDS[backend](module, options)
+
+
+def _verify(module: HloModule, options: CompileOptions) -> None:
+    if options.verify:
+        from xlc.hlo.verifier import verify_module
+
+        verify_module(module)
+
+
+# ---- argument handling ----------------------------------------------------------------------
+def _leaf_aval(x: Any, where: str, allow_abstract: bool) -> Aval:
+    if isinstance(x, ShapeDtype):
+        if not allow_abstract:
+            raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
+                                "pass arrays to call the function")
+        return Aval(PrimitiveType.from_dtype(x.dtype), x.shape)
+    if isinstance(x, (np.ndarray, np.generic)):
+        try:
+            return Aval(PrimitiveType.from_dtype(x.dtype), tuple(x.shape))
+        except TypeError:
+            raise ArgumentError(f"{where}: unsupported dtype {x.dtype}") from None
+    if dtypes.is_python_scalar(x):
+        return Aval(dtypes.python_scalar_type(x), (), not isinstance(x, bool))
+    from xlc.frontend.tracer import Tracer
+
+    if isinstance(x, Tracer):
+        raise ArgumentError(f"{where}: a traced value leaked out of its trace")
+    raise ArgumentError(f"{where}: unsupported argument type {type(x).__name__}; pass numpy "
+                        "arrays or scalars, or mark the argument static with static_argnums")
+
+
+def _shape_tree(shape: Shape) -> pytree.TreeDef:
+    if shape.tuple_shapes is not None:
+        return pytree.TreeDef("tuple", tuple(_shape_tree(s) for s in shape.tuple_shapes))
+    return pytree.LEAF
+
+
+def _convert_arg(x: Any, aval: Aval, where: str) -> np.ndarray:
+    expected = aval.shape.to_text(layout=False)
+    if dtypes.is_python_scalar(x):
+        if aval.dims != ():
+            raise ArgumentError(f"{where}: expected {expected}, got a Python scalar")
+        kind = dtypes.python_scalar_type(x)
+        ok = kind is aval.ptype or (kind.is_integer and (aval.ptype.is_integer
+                                                         or aval.ptype.is_float)) \
+            or (kind.is_float and aval.ptype.is_float)
+        if not ok:
+            raise ArgumentError(f"{where}: expected {expected}, got Python "
+                                f"{type(x).__name__} {x!r}")
+        return np.asarray(x, dtype=aval.ptype.dtype)
+    if isinstance(x, ShapeDtype):
+        raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
+                            "pass arrays to call the function")
+    if not isinstance(x, (np.ndarray, np.generic)):
+        raise ArgumentError(f"{where}: expected {expected}, got {type(x).__name__}")
+    arr = np.asarray(x)
+    try:
+        got = Shape.array(PrimitiveType.from_dtype(arr.dtype), arr.shape).to_text(layout=False)
+    except TypeError:
+        raise ArgumentError(f"{where}: unsupported dtype {arr.dtype}") from None
+    if got != expected:
+        raise ArgumentError(f"{where}: expected {expected}, got {got}")
+    return arr
+
+
+class Compiled:
+    """An executable for one signature: `__call__(*args)` runs it; `as_text()` is its HLO."""
+
+    def __init__(self, module: HloModule, options: CompileOptions, backend: str,
+                 in_tree: pytree.TreeDef | None = None, in_avals: Sequence[Aval] | None = None,
+                 out_tree: pytree.TreeDef | None = None, name: str | None = None,
+                 arg_names: Sequence[str] | None = None):
+        assert module.entry is not None and module.entry.root is not None
+        self.module = module
+        self.options = options
+        self.backend = backend
+        self.name = name or module.name
+        params = module.entry.parameters
+        self.in_avals = list(in_avals) if in_avals is not None else [
+            Aval(p.shape.element_type, p.shape.dims) if p.shape.is_array else None  # type: ignore
+            for p in params]
+        self.in_tree = in_tree
+        self.out_tree = out_tree or _shape_tree(module.entry.root.shape)
+        self.arg_names = list(arg_names or [])
+        self._exe = _make_executable(module, backend, options)
+
+    @property
+    def input_shapes(self) -> tuple[Shape, ...]:
+        """The entry parameters' shapes, in parameter order."""
+        assert self.module.entry is not None
+        return tuple(p.shape for p in self.module.entry.parameters)
+
+    def as_text(self) -> str:
+        """The module's HLO text."""
+        from xlc.hlo.printer import print_module
+
+        return print_module(self.module)
+
+    def memory_stats(self) -> dict[str, int]:
+        """Memory figures of the compiled module (needs buffer assignment)."""
+        raise XlcError("memory_stats() needs the buffer-assignment pass, which is not wired "
+                       "into Compiled yet")
+
+    def buffer_assignment_report(self) -> str:
+        """The buffer-assignment report (needs buffer assignment)."""
+        raise XlcError("buffer_assignment_report() needs the buffer-assignment pass, which is "
+                       "not wired into Compiled yet")
+
+    def serialize(self, path: str) -> None:
+        """Write a serialized executable (arrives with the artifact feature)."""
+        raise XlcError("serialized executables arrive with the artifact feature")
+
+    def _label(self, i: int) -> str:
+        if i < len(self.arg_names) and self.arg_names[i]:
+            return f"argument {i} ('{self.arg_names[i]}')"
+        return f"argument {i}"
+
+    def _flat_args(self, args: tuple, kwargs: dict) -> list[np.ndarray]:
+        if self.in_tree is None:
+            if kwargs:
+                raise ArgumentError(f"{self.name}: keyword arguments are not accepted by a "
+                                    "compiled HLO module")
+            if len(args) != len(self.in_avals):
+                raise ArgumentError(f"{self.name}: expected {len(self.in_avals)} arguments, "
+                                    f"got {len(args)}")
+            return [_convert_arg(a, av, self._label(i))
+                    for i, (a, av) in enumerate(zip(args, self.in_avals))]
+        arg_td, kw_td = self.in_tree.children
+        if len(args) != len(arg_td.children):
+            raise ArgumentError(f"{self.name}: expected {len(arg_td.children)} positional "
+                                f"arguments, got {len(args)}")
+        if set(kwargs) != set(kw_td.keys):
+            raise ArgumentError(f"{self.name}: expected keyword arguments "
+                                f"{sorted(kw_td.keys)}, got {sorted(kwargs)}")
+        out: list[np.ndarray] = []
+        avals = iter(self.in_avals)
+        items = [(self._label(i), a, td) for i, (a, td) in enumerate(zip(args, arg_td.children))]
+        items += [(f"keyword argument '{k}'", kwargs[k], td)
+                  for k, td in zip(kw_td.keys, kw_td.children)]
+        for label, a, td in items:
+            leaves, got_td = pytree.flatten(a)
+            if got_td != td:
+                raise ArgumentError(f"{self.name}: {label} has pytree structure {got_td}, "
+                                    f"expected {td}")
+            for leaf, path in zip(leaves, pytree.leaf_paths(td)):
+                out.append(_convert_arg(leaf, next(avals), label + path))
+        return out
+
+    def call_flat(self, flat: list[np.ndarray]) -> Any:
+        """Run with already checked flat arguments; returns the output pytree."""
+        results = self._exe.run(flat)
+        return pytree.unflatten(self.out_tree, results)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.call_flat(self._flat_args(args, kwargs))
+
+    def __repr__(self) -> str:
+        return f"<Compiled {self.name} on {self.backend}>"
+
+
+class Lowered:
+    """A traced (unoptimized) module for one signature; `compile()` makes it runnable."""
+
+    def __init__(self, module: HloModule, options: CompileOptions, backend: str,
+                 in_tree: pytree.TreeDef, in_avals: Sequence[Aval], out_tree: pytree.TreeDef,
+                 name: str, arg_names: Sequence[str]):
+        self.module = module
+        self.options = options
+        self.backend = backend
+        self.in_tree = in_tree
+        self.in_avals = list(in_avals)
+        self.out_tree = out_tree
+        self.name = name
+        self.arg_names = list(arg_names)
+
+    def as_text(self) -> str:
+        """The traced module as HLO text."""
+        from xlc.hlo.printer import print_module
+
+        return print_module(self.module)
+
+    def compile(self) -> Compiled:
+        """Build the executable for the chosen backend."""
+        return Compiled(self.module, self.options, self.backend, self.in_tree, self.in_avals,
+                        self.out_tree, self.name, self.arg_names)
+
+
+# ---- jit -------------------------------------------------------------------------------------
+def _norm_nums(nums: int | Sequence[int] | None) -> tuple[int, ...]:
+    if nums is None:
+        return ()
+    return (int(nums),) if isinstance(nums, (int, np.integer)) else tuple(int(n) for n in nums)
+
+
+class Jitted:
+    """A function staged by `xlc.jit`: traces and compiles once per signature (argument pytree
+    structure, shapes and dtypes, static argument values) and runs the cached executable."""
+
+    def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
+                 static_argnames: Sequence[str] = (), donate_argnums: Sequence[int] = (),
+                 backend: str | None = None, options: CompileOptions | None = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "fn")
+        if self.name == "<lambda>":
+            self.name = "lambda"
+        self.options = options or default_options()
+        self.backend = backend or self.options.backend
+        if self.backend not in BACKENDS:
+            raise ArgumentError(f"unknown backend '{self.backend}' (known: "
+                                f"{', '.join(sorted(BACKENDS))})")
+        try:
+            params = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        self._pos_names = [p.name for p in params]
+        nums = set(_norm_nums(static_argnums))
+        names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+        for n in list(nums):
+            if 0 <= n < len(params):
+                names.add(params[n].name)
+        for i, p in enumerate(params):
+            if p.name in names:
+                nums.add(i)
+        self.static_argnums = frozenset(nums)
+        self.static_argnames = frozenset(names)
+        self.donate_argnums = frozenset(_norm_nums(donate_argnums))
+        self._cache: dict[Any, Compiled] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
+        n = len(args)
+        statics = {i % n if n else i for i in self.static_argnums if -n <= i < n}
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in statics)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        key: list[Any] = []
+        for i in sorted(statics):
+            key.append(("pos", i, self._hashable(args[i], f"static argument {i}")))
+        for k in sorted(kwargs):
+            if k in self.static_argnames:
+                key.append(("kw", k, self._hashable(kwargs[k], f"static argument '{k}'")))
+        return dyn_args, dyn_kwargs, tuple(key)
+
+    def _hashable(self, v: Any, what: str) -> Any:
+        try:
+            hash(v)
+        except TypeError:
+            raise ArgumentError(f"{self.name}: {what} must be hashable, got unhashable "
+                                f"{type(v).__name__} {v!r}; use a tuple or mark it dynamic"
+                                ) from None
+        return v
+
+    def _rebuild(self, args: tuple, kwargs: dict, dyn_args: tuple, dyn_kwargs: dict
+                 ) -> tuple[tuple, dict]:
+        it = iter(dyn_args)
+        n = len(args)
+        statics = {i % n for i in self.static_argnums if -n <= i < n}
+        full = tuple(args[i] if i in statics else next(it) for i in range(n))
+        kw = {k: (kwargs[k] if k in self.static_argnames else dyn_kwargs[k]) for k in kwargs}
+        return full, kw
+
+    def _arg_names(self, args: tuple) -> list[str]:
+        n = len(args)
+        statics = {i % n for i in self.static_argnums if -n <= i < n}
+        return [self._pos_names[i] if i < len(self._pos_names) else ""
+                for i in range(n) if i not in statics]
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace for the signature of `args` (arrays, scalars or ShapeDtype)."""
+        return self._lower(args, kwargs, allow_abstract=True)
+
+    def _lower(self, args: tuple, kwargs: dict, allow_abstract: bool) -> Lowered:
+        dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
+        leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
+        paths = pytree.leaf_paths(in_tree)
+        avals = [_leaf_aval(x, f"{self.name}: argument {p}", allow_abstract)
+                 for x, p in zip(leaves, paths)]
+
+        def staged(a: tuple, k: dict) -> Any:
+            full, kw = self._rebuild(args, kwargs, a, k)
+            return self.fn(*full, **kw)
+
+        log.debug("tracing %s for %s", self.name, [str(a) for a in avals])
+        traced = trace_to_module(staged, in_tree, avals, self.name)
+        self._add_aliases(traced, dyn_args, args)
+        _verify(traced.module, self.options)
+        return Lowered(traced.module, self.options, self.backend, in_tree, avals,
+                       traced.out_tree, self.name, self._arg_names(args))
+
+    def _add_aliases(self, traced: Any, dyn_args: tuple, args: tuple) -> None:
+        if not self.donate_argnums:
+            return
+        n = len(args)
+        statics = {i % n for i in self.static_argnums if -n <= i < n}
+        donated: list[int] = []
+        param = 0
+        for i in range(n):
+            if i in statics:
+                continue
+            count = len(pytree.flatten(args[i])[0])
+            if i in self.donate_argnums or i - n in self.donate_argnums:
+                donated += range(param, param + count)
+            param += count
+        module = traced.module
+        params = module.entry.parameters
+        used: set[int] = set()
+        for p in donated:
+            for j, out in enumerate(traced.out_avals):
+                if j not in used and out.shape.compatible(params[p].shape):
+                    used.add(j)
+                    idx = (j,) if traced.root_is_tuple else ()
+                    module.input_output_alias.append(IOAlias(idx, p, ()))
+                    break
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from xlc.frontend.tracer import current_builder
+
+        if current_builder() is not None:  # nested jit: inline into the outer trace
+            return self.fn(*args, **kwargs)
+        dyn_args, dyn_kwargs, static_key = self._split(args, kwargs)
+        leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
+        paths = pytree.leaf_paths(in_tree)
+        avals = tuple(_leaf_aval(x, f"{self.name}: argument {p}", False)
+                      for x, p in zip(leaves, paths))
+        key = (in_tree, avals, static_key)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            self.misses += 1
+            compiled = self._lower(args, kwargs, allow_abstract=False).compile()
+            self._cache[key] = compiled
+        else:
+            self.hits += 1
+        flat = [_convert_arg(x, av, f"{self.name}: argument {p}")
+                for x, av, p in zip(leaves, avals, paths)]
+        return compiled.call_flat(flat)
+
+    def cache_info(self) -> dict[str, int]:
+        """{'hits', 'misses', 'size'} of the per-signature cache."""
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache)}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        backend: str | None = None) -> Any:
+    """Stage `fn` for compilation (usable as `@jit` or `@jit(static_argnums=...)`).
+
+    Static arguments must be hashable and are part of the cache key; donated arguments are
+    recorded as `input_output_alias` entries for outputs of identical shape and dtype."""
+    def wrap(f: Callable[..., Any]) -> Jitted:
+        return Jitted(f, _norm_nums(static_argnums), static_argnames,
+                      _norm_nums(donate_argnums), backend)
+
+    return wrap if fn is None else wrap(fn)
+
+
+def compile(hlo: str | HloModule, backend: str = "interpreter",  # noqa: A001
+            options: CompileOptions | None = None) -> Compiled:
+    """Compile HLO text (parsed with `xlc.hlo.parser.parse_module`) or a module for `backend`.
+    The result takes the entry parameters positionally and returns an array or (nested)
+    tuple of arrays."""
+    opts = options or default_options()
+    if isinstance(hlo, str):
+        from xlc.hlo.parser import parse_module
+
+        module = parse_module(hlo)
+    elif isinstance(hlo, HloModule):
+        module = hlo
+    else:
+        raise ArgumentError(f"compile: expected HLO text or an HloModule, got "
+                            f"{type(hlo).__name__}")
+    _verify(module, opts)
+    return Compiled(module, opts, backend)
+
+
+def load(path: str) -> Any:
+    """Load a serialized executable (arrives with the artifact feature)."""
+    raise XlcError("serialized executables arrive with the artifact feature")

@@ -1,0 +1,292 @@
+"""Index arithmetic and the fused elemental IR emitter.
+
+An *index* is a list of i64 `ir.Value`s, one per logical dimension of a shape (outermost
+logical dim first, as HLO writes dims). `linear_to_multi` / `multi_to_linear` convert between a
+physical linear offset (following the shape's layout, minor_to_major) and that multi-index.
+
+`ElementalIrEmitter.generate(inst, index)` produces the value of one element of an instruction
+inside a fused computation by mapping `index` through data-movement ops (broadcast, reshape,
+bitcast, transpose, slice, pad, concatenate, iota, reverse, dynamic-slice) and calling the
+elemental generators for elementwise ops. Parameter reads go through the `read_param` callback,
+so the backend decides where operands live. Everything is straight-line code (selects, clamped
+indices; no branches), so a loop over output elements stays vectorisable.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.convert import convert_value
+from xlc.codegen.elemental import emit_elemental, has_elemental_generator
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import PrimitiveType, Shape, default_layout
+
+log = logging.getLogger("xlc.codegen")
+
+Index = list[ir.Value]
+ReadParam = Callable[[int, Index], ir.Value]
+
+
+def i64(v: int) -> ir.Constant:
+    """An i64 constant."""
+    return ir.Constant(lu.I64, v)
+
+
+def _minor_to_major(shape: Shape) -> tuple[int, ...]:
+    lay = shape.layout or default_layout(shape.rank)
+    return lay.minor_to_major
+
+
+def linear_to_multi(b: ir.IRBuilder, linear: ir.Value, shape: Shape) -> Index:
+    """The logical multi-index of physical element `linear` of an array with `shape`'s layout.
+    Requires 0 <= linear < num_elements."""
+    idx: list[ir.Value | None] = [None] * shape.rank
+    rem = linear
+    m2m = _minor_to_major(shape)
+    for k, d in enumerate(m2m):
+        size = shape.dims[d]
+        if k == len(m2m) - 1:
+            idx[d] = rem
+        elif size == 1:
+            idx[d] = i64(0)
+        else:
+            idx[d] = b.urem(rem, i64(size))
+            rem = b.udiv(rem, i64(size))
+    return [v for v in idx if v is not None] if shape.rank else []
+
+
+def multi_to_linear(b: ir.IRBuilder, index: Sequence[ir.Value], shape: Shape) -> ir.Value:
+    """The physical linear offset of logical `index` in an array with `shape`'s layout."""
+    linear: ir.Value = i64(0)
+    stride = 1
+    for d in _minor_to_major(shape):
+        if shape.dims[d] != 1:
+            term = index[d] if stride == 1 else b.mul(index[d], i64(stride), flags=["nsw"])
+            linear = term if isinstance(linear, ir.Constant) and linear.constant == 0 \
+                else b.add(linear, term, flags=["nsw"])
+        stride *= shape.dims[d]
+    return linear
+
+
+def _row_major(shape: Shape) -> Shape:
+    return shape.with_default_layout()
+
+
+def _clamp(b: ir.IRBuilder, v: ir.Value, lo: int, hi: int) -> ir.Value:
+    v = b.select(b.icmp_signed("<", v, i64(lo)), i64(lo), v)
+    return b.select(b.icmp_signed(">", v, i64(hi)), i64(hi), v)
+
+
+class ElementalIrEmitter:
+    """Generates element values of instructions in a fused computation from an output index.
+
+    `read_param(parameter_number, index)` must return the value (llvm_utils.value_type) of that
+    element of the fusion parameter. Values are cached per (instruction, index values); the
+    cache is only valid while the builder stays in one basic block, so call `clear_cache()`
+    after moving the builder elsewhere."""
+
+    def __init__(self, builder: ir.IRBuilder, read_param: ReadParam):
+        self.b = builder
+        self.read_param = read_param
+        self._cache: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
+        self._globals: dict[int, ir.GlobalVariable] = {}
+
+    def clear_cache(self) -> None:
+        """Forget cached element values (call after changing basic block)."""
+        self._cache.clear()
+
+    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
+        """The element of `inst` at logical `index` (len(index) == inst.shape.rank).
+
+        Raises UnsupportedOpError naming the instruction for ops with no elemental form."""
+        key = (inst.uid, tuple(id(v) for v in index))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        rule = _RULES.get(inst.opcode)
+        if rule is not None:
+            value = rule(self, inst, index)
+        elif has_elemental_generator(inst.opcode):
+            value = self._elementwise(inst, index)
+        else:
+            raise UnsupportedOpError(
+                f"no elemental IR emitter for '{inst.opcode.text}' ({inst.name})")
+        self._cache[key] = value
+        return value
+
+    # ---- elementwise and leaves ---------------------------------------------------------------
+    def _elementwise(self, inst: HloInstruction, index: Index) -> ir.Value:
+        vals = []
+        for op in inst.operands:
+            # clamp/select may take scalar operands next to array ones
+            vals.append(self.generate(op, index if op.shape.rank == len(index) else []))
+        return emit_elemental(self.b, inst, vals)
+
+    def _parameter(self, inst: HloInstruction, index: Index) -> ir.Value:
+        return self.read_param(inst.parameter_number, index)
+
+    def _constant(self, inst: HloInstruction, index: Index) -> ir.Value:
+        lit = inst.attrs["literal"]
+        pt = inst.shape.element_type
+        if lit.elided or lit.array is None or pt is None:
+            raise UnsupportedOpError(f"constant {inst.name} has no usable value (elided/tuple)")
+        arr = lit.array
+        if arr.size == 1:
+            raw = arr.reshape(()).astype(pt.dtype)
+            if pt is PrimitiveType.BF16:
+                return ir.Constant(lu.I16, int(raw.view("int16")))
+            if pt.is_complex:
+                part = lu.value_type(pt).elements[0]
+                return ir.Constant(lu.value_type(pt), [lu.const(part, float(raw.real)),
+                                                      lu.const(part, float(raw.imag))])
+            if pt is PrimitiveType.PRED:
+                return ir.Constant(lu.I1, int(bool(raw)))
+            return lu.const(lu.value_type(pt), raw.item())
+        gv = self._global_for(inst, arr, pt)
+        linear = multi_to_linear(self.b, index, inst.shape)
+        return lu.load_element(self.b, gv, linear, pt)
+
+    def _global_for(self, inst: HloInstruction, arr: object, pt: PrimitiveType
+                    ) -> ir.GlobalVariable:
+        gv = self._globals.get(inst.uid)
+        if gv is None:
+            import numpy as np
+
+            a = np.asarray(arr).astype(pt.dtype).reshape(inst.shape.dims)
+            m2m = _minor_to_major(inst.shape)
+            physical = np.ascontiguousarray(a.transpose(list(reversed(m2m))))
+            data = bytearray(physical.tobytes())
+            module = self.b.module
+            name = module.get_unique_name(f"const.{inst.name}")
+            aty = ir.ArrayType(lu.I8, len(data))
+            gv = ir.GlobalVariable(module, aty, name=name)
+            gv.initializer = ir.Constant(aty, data)
+            gv.global_constant = True
+            gv.linkage = "internal"
+            gv.align = 64
+            self._globals[inst.uid] = gv
+        return gv
+
+    def _iota(self, inst: HloInstruction, index: Index) -> ir.Value:
+        pt = inst.shape.element_type
+        assert pt is not None
+        d = int(inst.attrs["iota_dimension"])
+        return convert_value(self.b, index[d], PrimitiveType.S64, pt)
+
+    # ---- data movement ------------------------------------------------------------------------
+    def _broadcast(self, inst: HloInstruction, index: Index) -> ir.Value:
+        dims = inst.attrs.get("dimensions", ())
+        return self.generate(inst.operands[0], [index[d] for d in dims])
+
+    def _transpose(self, inst: HloInstruction, index: Index) -> ir.Value:
+        perm = inst.attrs["dimensions"]
+        src: list[ir.Value] = [i64(0)] * len(perm)
+        for i, p in enumerate(perm):
+            src[p] = index[i]
+        return self.generate(inst.operands[0], src)
+
+    def _reshape(self, inst: HloInstruction, index: Index) -> ir.Value:
+        op = inst.operands[0]
+        if op.shape.dims == inst.shape.dims:
+            return self.generate(op, index)
+        linear = multi_to_linear(self.b, index, _row_major(inst.shape))
+        return self.generate(op, linear_to_multi(self.b, linear, _row_major(op.shape)))
+
+    def _bitcast(self, inst: HloInstruction, index: Index) -> ir.Value:
+        op = inst.operands[0]
+        if op.shape.element_type != inst.shape.element_type:
+            raise UnsupportedOpError(
+                f"no elemental IR emitter for type-changing bitcast ({inst.name})")
+        linear = multi_to_linear(self.b, index, inst.shape)
+        return self.generate(op, linear_to_multi(self.b, linear, op.shape))
+
+    def _slice(self, inst: HloInstruction, index: Index) -> ir.Value:
+        src = []
+        for i, sd in zip(index, inst.attrs["slice"]):
+            v = i if sd.stride == 1 else self.b.mul(i, i64(sd.stride), flags=["nsw"])
+            src.append(v if sd.start == 0 else self.b.add(v, i64(sd.start), flags=["nsw"]))
+        return self.generate(inst.operands[0], src)
+
+    def _reverse(self, inst: HloInstruction, index: Index) -> ir.Value:
+        rev = set(inst.attrs["dimensions"])
+        dims = inst.shape.dims
+        src = [self.b.sub(i64(dims[d] - 1), v) if d in rev else v for d, v in enumerate(index)]
+        return self.generate(inst.operands[0], src)
+
+    def _pad(self, inst: HloInstruction, index: Index) -> ir.Value:
+        b = self.b
+        op = inst.operands[0]
+        in_bounds: ir.Value = ir.Constant(lu.I1, 1)
+        src = []
+        for d, (lo, _hi, interior) in enumerate(inst.attrs["padding"].dims):
+            t = b.sub(index[d], i64(lo))
+            ok = b.icmp_signed(">=", t, i64(0))
+            if interior:
+                step = i64(interior + 1)
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(t, step), i64(0)))
+                t = b.sdiv(t, step)
+            ok = b.and_(ok, b.icmp_signed("<", t, i64(op.shape.dims[d])))
+            in_bounds = b.and_(in_bounds, ok)
+            src.append(_clamp(b, t, 0, op.shape.dims[d] - 1))
+        value = self.generate(op, src)
+        pad_value = self.generate(inst.operands[1], [])
+        return b.select(in_bounds, value, pad_value)
+
+    def _concatenate(self, inst: HloInstruction, index: Index) -> ir.Value:
+        b = self.b
+        d = int(inst.attrs["dimensions"][0])
+        offset = 0
+        parts = []
+        for op in inst.operands:
+            size = op.shape.dims[d]
+            local = _clamp(b, b.sub(index[d], i64(offset)), 0, size - 1)
+            src = list(index)
+            src[d] = local
+            parts.append((offset, self.generate(op, src)))
+            offset += size
+        # select chain from the last operand back: the segment that contains index[d]
+        result = parts[-1][1]
+        for k in range(len(parts) - 2, -1, -1):
+            end = parts[k + 1][0]
+            result = b.select(b.icmp_signed("<", index[d], i64(end)), parts[k][1], result)
+        return result
+
+    def _dynamic_slice(self, inst: HloInstruction, index: Index) -> ir.Value:
+        b = self.b
+        op = inst.operands[0]
+        sizes = inst.attrs.get("dynamic_slice_sizes", inst.shape.dims)
+        src = []
+        for d, i in enumerate(index):
+            start_inst = inst.operands[1 + d]
+            spt = start_inst.shape.element_type
+            assert spt is not None
+            start = convert_value(b, self.generate(start_inst, []), spt, PrimitiveType.S64)
+            start = _clamp(b, start, 0, op.shape.dims[d] - int(sizes[d]))
+            src.append(b.add(start, i, flags=["nsw"]))
+        return self.generate(op, src)
+
+
+_RULES: dict[Opcode, Callable[[ElementalIrEmitter, HloInstruction, Index], ir.Value]] = {
+    Opcode.PARAMETER: ElementalIrEmitter._parameter,
+    Opcode.CONSTANT: ElementalIrEmitter._constant,
+    Opcode.IOTA: ElementalIrEmitter._iota,
+    Opcode.BROADCAST: ElementalIrEmitter._broadcast,
+    Opcode.TRANSPOSE: ElementalIrEmitter._transpose,
+    Opcode.RESHAPE: ElementalIrEmitter._reshape,
+    Opcode.BITCAST: ElementalIrEmitter._bitcast,
+    Opcode.SLICE: ElementalIrEmitter._slice,
+    Opcode.REVERSE: ElementalIrEmitter._reverse,
+    Opcode.PAD: ElementalIrEmitter._pad,
+    Opcode.CONCATENATE: ElementalIrEmitter._concatenate,
+    Opcode.DYNAMIC_SLICE: ElementalIrEmitter._dynamic_slice,
+}
+
+
+def has_elemental_ir_rule(op: Opcode) -> bool:
+    """Whether `ElementalIrEmitter.generate` handles opcode `op` (index rule or generator)."""
+    return op in _RULES or has_elemental_generator(op)

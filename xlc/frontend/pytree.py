@@ -1,0 +1,116 @@
+"""Minimal pytrees: nested tuples, lists and dicts (sorted keys) with array leaves.
+
+`None` is an empty subtree (no leaves), as in JAX. A `TreeDef` is hashable and printable, so it
+can be part of a cache key and of error messages.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TreeDef:
+    """The structure of a pytree: kind in {"leaf", "none", "tuple", "list", "dict"}, the dict
+    keys (sorted) and the children's TreeDefs."""
+
+    kind: str
+    children: tuple[TreeDef, ...] = ()
+    keys: tuple[Any, ...] = ()
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __str__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        if self.kind == "tuple":
+            inner = ", ".join(str(c) for c in self.children)
+            return f"({inner},)" if len(self.children) == 1 else f"({inner})"
+        if self.kind == "list":
+            return "[" + ", ".join(str(c) for c in self.children) + "]"
+        return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) + "}"
+
+
+LEAF = TreeDef("leaf")
+
+
+def _sorted_keys(d: dict) -> list:
+    try:
+        return sorted(d)
+    except TypeError:
+        return sorted(d, key=repr)
+
+
+def flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], TreeDef]:
+    """Leaves in order (tuples/lists left to right, dicts by sorted key) and the TreeDef."""
+    leaves: list[Any] = []
+
+    def go(x: Any) -> TreeDef:
+        if is_leaf is not None and is_leaf(x):
+            leaves.append(x)
+            return LEAF
+        if x is None:
+            return TreeDef("none")
+        if isinstance(x, tuple) and not hasattr(x, "_fields"):
+            return TreeDef("tuple", tuple(go(c) for c in x))
+        if isinstance(x, list):
+            return TreeDef("list", tuple(go(c) for c in x))
+        if isinstance(x, dict):
+            keys = _sorted_keys(x)
+            return TreeDef("dict", tuple(go(x[k]) for k in keys), tuple(keys))
+        leaves.append(x)
+        return LEAF
+
+    return leaves, go(tree)
+
+
+def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
+    """Rebuild a pytree of `treedef`'s structure from leaves (inverse of `flatten`)."""
+    it = iter(leaves)
+
+    def go(td: TreeDef) -> Any:
+        if td.kind == "leaf":
+            return next(it)
+        if td.kind == "none":
+            return None
+        kids = [go(c) for c in td.children]
+        if td.kind == "tuple":
+            return tuple(kids)
+        if td.kind == "list":
+            return kids
+        return dict(zip(td.keys, kids))
+
+    out = go(treedef)
+    rest = list(it)
+    assert not rest, f"unflatten: {len(rest)} leaves too many for {treedef}"
+    return out
+
+
+def leaf_paths(treedef: TreeDef, prefix: str = "") -> list[str]:
+    """A readable path for every leaf (`[0]`, `['w']`, `[1][2]`), in leaf order."""
+    if treedef.kind == "leaf":
+        return [prefix]
+    if treedef.kind == "none":
+        return []
+    out: list[str] = []
+    if treedef.kind == "dict":
+        for k, c in zip(treedef.keys, treedef.children):
+            out += leaf_paths(c, f"{prefix}[{k!r}]")
+    else:
+        for i, c in enumerate(treedef.children):
+            out += leaf_paths(c, f"{prefix}[{i}]")
+    return out
+
+
+def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """Apply `fn` leaf-wise to trees of the same structure."""
+    leaves, td = flatten(tree)
+    others = [flatten(r)[0] for r in rest]
+    return unflatten(td, [fn(x, *ys) for x, *ys in zip(leaves, *others)])

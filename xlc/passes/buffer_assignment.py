@@ -1,0 +1,451 @@
+"""BufferAssignment: give every LogicalBuffer of a module a Slice(allocation, offset, size).
+
+Follows XLA's `BufferAssigner` (see xla-notes section 6):
+- must-alias sets (while/conditional/in-place/io-alias, from `dataflow.py`) share one slice;
+- an **entry parameter** set gets its own allocation (read-only unless io-aliased), a
+  **constant** set its own constant allocation, a **live-out** set (maybe_live_out) its own output
+  allocation of exactly its size;
+- buffers of embedded non-fusion computations (reduce/map/sort bodies) get **thread-local**
+  allocations; fused computations get none (the emitter keeps them in registers);
+- every other (temp) set, tuple index tables included, is placed by the heap simulator into ONE
+  combined temp allocation per color (whole-module mode: while bodies and branches share the heap),
+  reusing a dying operand's chunk where CanShareOperandBufferWithUser allows. Without a total
+  order (Dependency/Predecessor ordering) temps are packed greedily with `may_interfere`.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlc.errors import VerificationError
+from xlc.hlo.ir import HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import POINTER_SIZE, ShapeIndex
+from xlc.passes.dataflow import (
+    CONTROL,
+    EMBEDDED,
+    ENTRY,
+    AliasSet,
+    DataflowAnalysis,
+    LogicalBuffer,
+    can_share_operand_buffer,
+)
+from xlc.passes.heap_simulator import (
+    CPU_ALIGNMENT,
+    HeapResult,
+    SharedUse,
+    best_fit_heap,
+    no_fragmentation_peak,
+    temp_heap_buffers,
+)
+from xlc.passes.ordering import HloOrdering, LiveRanges, SequentialHloOrdering, TimeInterval
+
+log = logging.getLogger("xlc.passes.buffer_assignment")
+
+PARAMETER = "parameter"
+CONSTANT = "constant"
+THREAD_LOCAL = "thread_local"
+OUTPUT = "output"
+TEMP = "temp"
+
+
+@dataclass(eq=False)
+class BufferAllocation:
+    """One contiguous block the runtime provides. `assigned` maps each LogicalBuffer to its
+    (offset, size) inside the block. Flags follow XLA's BufferAllocation."""
+
+    index: int
+    size: int
+    color: int = 0
+    is_entry_computation_parameter: bool = False
+    parameter_number: int = -1
+    parameter_index: ShapeIndex = ()
+    is_constant: bool = False
+    is_thread_local: bool = False
+    maybe_live_out: bool = False
+    is_tuple: bool = False
+    aliased_with_output: bool = False
+    assigned: dict[LogicalBuffer, tuple[int, int]] = field(default_factory=dict)
+    heap: HeapResult | None = None
+    peak_buffers: list[LogicalBuffer] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """parameter > constant > thread_local > output > temp (the corpus's convention)."""
+        if self.is_entry_computation_parameter:
+            return PARAMETER
+        if self.is_constant:
+            return CONSTANT
+        if self.is_thread_local:
+            return THREAD_LOCAL
+        if self.maybe_live_out:
+            return OUTPUT
+        return TEMP
+
+    @property
+    def is_readonly(self) -> bool:
+        return (self.is_entry_computation_parameter and not self.aliased_with_output) \
+            or self.is_constant
+
+    @property
+    def is_preallocated_temp(self) -> bool:
+        return self.kind == TEMP
+
+    def add(self, buf: LogicalBuffer, offset: int, size: int) -> None:
+        if buf in self.assigned:
+            raise VerificationError(f"buffer {buf} assigned twice to allocation {self.index}")
+        self.assigned[buf] = (offset, size)
+
+    def __repr__(self) -> str:
+        return f"<allocation {self.index} {self.kind} size={self.size}>"
+
+
+@dataclass(frozen=True, eq=False)
+class Slice:
+    """A piece of an allocation: what emitters and runtimes consume."""
+
+    allocation: BufferAllocation
+    offset: int
+    size: int
+
+    @property
+    def index(self) -> int:
+        return self.allocation.index
+
+    def key(self) -> tuple[int, int, int]:
+        return (self.allocation.index, self.offset, self.size)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Slice) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __str__(self) -> str:
+        return f"{{index:{self.allocation.index}, offset:{self.offset}, size:{self.size}}}"
+
+
+class BufferAssignment:
+    """The result of `assign_buffers`: allocations and queries over them."""
+
+    def __init__(self, module: HloModule, dataflow: DataflowAnalysis, ordering: HloOrdering,
+                 live_ranges: LiveRanges | None, alignment: int):
+        self.module = module
+        self.dataflow = dataflow
+        self.ordering = ordering
+        self.live_ranges = live_ranges
+        self.alignment = alignment
+        self.allocations: list[BufferAllocation] = []
+        self.shares: list[SharedUse] = []
+        self.unassigned_fused: set[LogicalBuffer] = set()
+        self._alloc_of: dict[LogicalBuffer, BufferAllocation] = {}
+
+    # ---- building ---------------------------------------------------------------------------
+    def _new(self, size: int, color: int = 0, **flags: Any) -> BufferAllocation:
+        alloc = BufferAllocation(len(self.allocations), size, color, **flags)
+        self.allocations.append(alloc)
+        return alloc
+
+    def _put(self, alloc: BufferAllocation, aset: AliasSet, offset: int = 0) -> None:
+        for b in aset.buffers:
+            alloc.add(b, offset, b.size)
+            self._alloc_of[b] = alloc
+
+    # ---- queries -----------------------------------------------------------------------------
+    def has_allocation(self, buf: LogicalBuffer) -> bool:
+        return buf in self._alloc_of
+
+    def allocation_of(self, buf: LogicalBuffer) -> BufferAllocation:
+        try:
+            return self._alloc_of[buf]
+        except KeyError:
+            raise VerificationError(f"buffer {buf} has no allocation") from None
+
+    def buffer_slice(self, buf: LogicalBuffer) -> Slice:
+        alloc = self.allocation_of(buf)
+        off, size = alloc.assigned[buf]
+        return Slice(alloc, off, size)
+
+    def all_slices(self, inst: HloInstruction, index: ShapeIndex = ()) -> list[Slice]:
+        """Distinct slices of every buffer `inst` may hold at `index`."""
+        out: list[Slice] = []
+        for b in self.dataflow.buffers_at(inst, tuple(index)):
+            if b in self._alloc_of:
+                s = self.buffer_slice(b)
+                if s not in out:
+                    out.append(s)
+        return out
+
+    def slice_of(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
+        """The unique slice of `inst` at `index`; raises VerificationError when the position
+        holds no assigned buffer (e.g. inside a fusion) or several distinct slices."""
+        slices = self.all_slices(inst, index)
+        if len(slices) != 1:
+            what = "no" if not slices else f"{len(slices)} different"
+            raise VerificationError(
+                f"{what} slices for '{inst.name}' at index {{{','.join(map(str, index))}}}")
+        return slices[0]
+
+    def shares_slice(self, a: HloInstruction, b: HloInstruction,
+                     a_index: ShapeIndex = (), b_index: ShapeIndex = ()) -> bool:
+        return self.slice_of(a, a_index) == self.slice_of(b, b_index)
+
+    @property
+    def temp_allocations(self) -> list[BufferAllocation]:
+        return [a for a in self.allocations if a.is_preallocated_temp]
+
+    def stats(self) -> dict[str, int]:
+        """parameter/output/temp/constant/alias/thread_local/peak bytes and counts."""
+        from xlc.passes.buffer_assignment_report import compute_stats
+
+        return compute_stats(self)
+
+    def report(self) -> str:
+        """XLA-like text dump: allocation headers, per-buffer lines, stats block."""
+        from xlc.passes.buffer_assignment_report import report_text
+
+        return report_text(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict: allocations with their buffers, and the stats."""
+        from xlc.passes.buffer_assignment_report import report_json
+
+        return report_json(self)
+
+
+# ---- the assigner ---------------------------------------------------------------------------
+def _default_schedule(module: HloModule) -> dict:
+    try:
+        from xlc.passes.scheduler import default_memory_schedule
+    except ImportError:  # pragma: no cover - scheduler always present in the package
+        return {c: c.post_order() for c in module.computations if not c.is_fusion_computation}
+    return default_memory_schedule(module)
+
+
+def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
+                   alignment: int = CPU_ALIGNMENT, pointer_size: int = POINTER_SIZE,
+                   reuse_operands: bool = True) -> BufferAssignment:
+    """Assign every buffer of `module` (see the module docstring).
+
+    `ordering` defaults to a SequentialHloOrdering over `module.schedule` (or over a fresh
+    default memory schedule when the module has none; the module is not modified). A
+    sequential ordering covering every control-flow computation uses the heap simulator in
+    whole-module mode; any other ordering packs temps greedily with `may_interfere`."""
+    if module.entry is None:
+        raise VerificationError(f"module '{module.name}' has no entry computation")
+    if ordering is None:
+        ordering = SequentialHloOrdering(module, module.schedule or _default_schedule(module))
+    df = DataflowAnalysis(module, pointer_size)
+    kinds = df.kinds
+    live = None
+    if isinstance(ordering, SequentialHloOrdering) and all(
+            c in ordering.schedule for c in module.computations
+            if kinds[c] in (ENTRY, CONTROL)):
+        live = LiveRanges(module, ordering.schedule, df)
+    ba = BufferAssignment(module, df, ordering, live, alignment)
+    io_params = {(a.param_number, a.param_index) for a in module.input_output_alias}
+    temps: list[AliasSet] = []
+    outputs: list[AliasSet] = []
+    constants: list[AliasSet] = []
+    params: list[tuple[int, ShapeIndex, AliasSet]] = []
+    thread_local: list[AliasSet] = []
+    for aset in df.alias_sets:
+        comp_kinds = {kinds[b.computation] for b in aset.buffers}
+        if comp_kinds <= {EMBEDDED, "unreachable"}:
+            if all(b.computation.is_fusion_computation or _in_fusion(df, b)
+                   for b in aset.buffers):
+                ba.unassigned_fused.update(aset.buffers)
+            elif EMBEDDED in comp_kinds:
+                thread_local.append(aset)
+            continue
+        param = next((b for b in aset.buffers if b.instruction.opcode is Opcode.PARAMETER
+                      and b.computation is module.entry), None)
+        if param is not None:
+            params.append((param.instruction.parameter_number, param.index, aset))
+        elif any(b.instruction.opcode is Opcode.CONSTANT for b in aset.buffers):
+            constants.append(aset)
+        elif any(df.is_live_out(b) for b in aset.buffers):
+            outputs.append(aset)
+        else:
+            temps.append(aset)
+    for number, index, aset in sorted(params, key=lambda p: (p[0], p[1])):
+        alloc = ba._new(aset.size, aset.color, is_entry_computation_parameter=True,
+                        parameter_number=number, parameter_index=index,
+                        aliased_with_output=(number, index) in io_params,
+                        maybe_live_out=any(df.is_live_out(b) for b in aset.buffers),
+                        is_tuple=aset.buffers[0].is_tuple)
+        ba._put(alloc, aset)
+    for aset in constants:
+        ba._put(ba._new(aset.size, aset.color, is_constant=True,
+                        maybe_live_out=any(df.is_live_out(b) for b in aset.buffers)), aset)
+    for aset in sorted(outputs, key=lambda s: min(b.id for b in s.buffers)):
+        ba._put(ba._new(aset.size, aset.color, maybe_live_out=True,
+                        is_tuple=any(b.is_tuple for b in aset.buffers)), aset)
+    for aset in thread_local:
+        ba._put(ba._new(aset.size, aset.color, is_thread_local=True), aset)
+    if live is not None:
+        if reuse_operands:
+            temps = _pack_into_outputs(ba, live, temps)
+        _assign_temps_with_heap(ba, live, temps, reuse_operands)
+    else:
+        _assign_temps_greedy(ba, temps)
+    log.debug("assigned %d buffers of %s into %d allocations", len(df.buffers), module.name,
+              len(ba.allocations))
+    return ba
+
+
+def _in_fusion(df: DataflowAnalysis, buf: LogicalBuffer) -> bool:
+    """True when `buf` lives in a computation reached (transitively) through a fusion."""
+    comp = buf.computation
+    seen: set[int] = set()
+    while id(comp) not in seen:
+        seen.add(id(comp))
+        callers = df.callers.get(comp, [])
+        if not callers:
+            return False
+        caller = callers[0]
+        if caller.opcode is Opcode.FUSION:
+            return True
+        assert caller.parent is not None
+        comp = caller.parent
+    return False
+
+
+def _assign_temps_with_heap(ba: BufferAssignment, live: LiveRanges, temps: list[AliasSet],
+                            reuse_operands: bool) -> None:
+    colors = sorted({s.color for s in temps})
+    for color in colors:
+        sets = [s for s in temps if s.color == color]
+        groups, shares = temp_heap_buffers(ba.dataflow, live, sets, reuse_operands)
+        ba.shares += shares
+        result = best_fit_heap(groups, ba.alignment)
+        alloc = ba._new(result.heap_size, color)
+        alloc.heap = result
+        for g in groups:
+            chunk = result.chunks[g.key]
+            for member in g.members:
+                assert isinstance(member, AliasSet)
+                ba._put(alloc, member, chunk.offset)
+        alloc.peak_buffers = _peak_buffers(groups, live)
+        # sets without a live range (dead code in unscheduled computations) go at the end
+        placed = {id(m) for g in groups for m in g.members}
+        for s in sets:
+            if id(s) not in placed:
+                off = _round_up(alloc.size, ba.alignment)
+                alloc.size = off + s.size
+                ba._put(alloc, s, off)
+
+
+def _pack_into_outputs(ba: BufferAssignment, live: LiveRanges, temps: list[AliasSet]
+                       ) -> list[AliasSet]:
+    """Place temps that die before an output allocation's value is defined inside that
+    allocation (it exists for the whole run anyway): XLA's operand reuse for live-out buffers,
+    generalised to any temp whose live range ends before the output's begins (or at it, when
+    the output's instruction may reuse the temp's buffer). Returns the temps left over."""
+    df = ba.dataflow
+    left = {s.id: s for s in temps}
+    outputs = [a for a in ba.allocations if a.kind == OUTPUT and not a.is_tuple]
+    for alloc in sorted(outputs, key=lambda a: (-a.size, a.index)):
+        out_sets = {df.alias_set(b).id: df.alias_set(b) for b in alloc.assigned}
+        ranges = [live.set_range(s) for s in out_sets.values()]
+        if any(r is None for r in ranges) or len(out_sets) != 1:
+            continue
+        out_set = next(iter(out_sets.values()))
+        start = min(r.start for r in ranges if r is not None)
+        placed: list[tuple[TimeInterval, int, int]] = []
+        cands = [s for s in left.values() if s.color == alloc.color and s.size <= alloc.size]
+        for s in sorted(cands, key=lambda s: (-s.size, s.id)):
+            r = live.set_range(s)
+            if r is None or r.end > start:
+                continue
+            share = r.end == start
+            if share and not _output_may_reuse(df, s, out_set):
+                continue
+            used = sorted((off, size) for iv, off, size in placed if iv.overlaps(r))
+            offset = _first_fit(used, s.size, ba.alignment, alloc.size)
+            if offset is None:
+                continue
+            placed.append((r, offset, s.size))
+            ba._put(alloc, s, offset)
+            if share:
+                ba.shares.append(SharedUse(s, out_set, out_set.buffers[0].instruction))
+            del left[s.id]
+    return list(left.values())
+
+
+def _output_may_reuse(df: DataflowAnalysis, temp: AliasSet, out: AliasSet) -> bool:
+    if len(out.buffers) != 1 or len(temp.buffers) != 1:
+        return False
+    buf = out.buffers[0]
+    user = buf.instruction
+    if user.opcode is Opcode.COPY or buf.shape.is_tuple:
+        return False
+    for operand in user.operands:
+        if temp.buffers[0] in df.buffers_at(operand, ()):
+            if can_share_operand_buffer(operand, user, (), buf.index):
+                return True
+    return False
+
+
+def _first_fit(used: list[tuple[int, int]], size: int, alignment: int, limit: int
+               ) -> int | None:
+    cursor = 0
+    for off, sz in used:
+        if off >= cursor + size:
+            break
+        cursor = max(cursor, _round_up(off + sz, alignment))
+    return cursor if cursor + size <= limit else None
+
+
+def _peak_buffers(groups: list, live: LiveRanges) -> list[LogicalBuffer]:
+    best_t, best = 0, -1
+    for t in range(live.end_time + 1):
+        total = sum(g.size for g in groups if any(iv.start <= t <= iv.end for iv in g.intervals))
+        if total > best:
+            best_t, best = t, total
+    return [b for g in groups for m, iv in zip(g.members, g.intervals)
+            if iv.start <= best_t <= iv.end for b in m.buffers]  # type: ignore[attr-defined]
+
+
+def _round_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def _assign_temps_greedy(ba: BufferAssignment, temps: list[AliasSet]) -> None:
+    """No total order: bins of mutually non-interfering sets, laid out consecutively in one
+    temp allocation per color."""
+    df, ordering = ba.dataflow, ba.ordering
+    for color in sorted({s.color for s in temps}):
+        bins: list[tuple[int, list[AliasSet]]] = []
+        for s in sorted((s for s in temps if s.color == color),
+                        key=lambda s: (-s.size, s.id)):
+            for size, members in bins:
+                if s.size <= size and not any(
+                        ordering.may_interfere(a, b, df)
+                        for m in members for a in m.buffers for b in s.buffers):
+                    members.append(s)
+                    break
+            else:
+                bins.append((s.size, [s]))
+        alloc = ba._new(0, color)
+        offset = 0
+        for size, members in bins:
+            offset = _round_up(offset, ba.alignment)
+            for m in members:
+                ba._put(alloc, m, offset)
+            offset += size
+        alloc.size = offset
+
+
+def temp_lower_bound(ba: BufferAssignment) -> int:
+    """Peak live temp bytes under the assignment's schedule (no fragmentation), or the temp
+    size when there is no total order."""
+    if ba.live_ranges is None:
+        return sum(a.size for a in ba.temp_allocations)
+    total = 0
+    for alloc in ba.temp_allocations:
+        sets = {id(ba.dataflow.alias_set(b)): ba.dataflow.alias_set(b) for b in alloc.assigned}
+        groups, _ = temp_heap_buffers(ba.dataflow, ba.live_ranges, list(sets.values()))
+        total += no_fragmentation_peak(groups)
+    return total

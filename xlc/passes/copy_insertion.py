@@ -1,0 +1,385 @@
+"""Copy insertion: add the copies that must-alias buffers need to be correct (XLA's
+CopyInsertion), conservatively first, then remove the unnecessary ones.
+
+Must-alias (see `dataflow.py`) makes every value carried by a `while`, every in-place operand
+(dynamic-update-slice, scatter, in-place fusions) and every conditional branch result share one
+buffer. That is only correct when the shared storage is not needed elsewhere, so this pass:
+1. adds a copy of every leaf of every while's init and body root, of every in-place operand,
+   and of every conditional branch root that is a parameter or constant;
+2. copies live-out entry parameters (unless io-aliased to that output) and constants, and values
+   that appear twice in the entry result (the special cases; these stay);
+3. removes each added while/in-place copy whose source value is provably dead when the
+   aliasing consumer overwrites it: no read-only source (constant, entry parameter, the
+   parameter of a called computation), no other reader that may run later (dependency order),
+   the value does not reach its computation's root, and, for a body root, the old carried value
+   is last read no later than the new value is defined.
+Requires a module without a schedule or with one (copies are scheduled right after their
+operand). Guarantees evaluator semantics are unchanged.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import ShapeIndex
+from xlc.passes.dataflow import CONTROL, can_share_operand_buffer, computation_kinds, in_place_pairs
+from xlc.passes.ordering import DependencyHloOrdering
+
+log = logging.getLogger("xlc.passes.copy_insertion")
+
+
+@dataclass
+class _Added:
+    """A copy added in phase 1 and why: "while_init" (of `consumer`, a while), "body_root"
+    (at `index` of the body root), "in_place" (operand of `consumer`)."""
+
+    copy: HloInstruction
+    kind: str
+    consumer: HloInstruction | None = None
+    index: ShapeIndex = ()
+
+
+# ---- local value tracking ------------------------------------------------------------------
+def value_source(inst: HloInstruction, index: ShapeIndex = ()) -> tuple[HloInstruction,
+                                                                         ShapeIndex]:
+    """Walk back through get-tuple-element / tuple / bitcast to the instruction (and index)
+    that produces the value `inst` holds at `index`."""
+    while True:
+        if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
+            index = (inst.tuple_index,) + index
+            inst = inst.operands[0]
+        elif inst.opcode is Opcode.TUPLE and index:
+            inst, index = inst.operands[index[0]], index[1:]
+        elif inst.opcode is Opcode.BITCAST and not index:
+            inst = inst.operands[0]
+        elif inst.opcode is Opcode.COPY and index:
+            inst = inst.operands[0]
+        else:
+            return inst, index
+
+
+def value_readers(source: HloInstruction, index: ShapeIndex
+                  ) -> tuple[list[HloInstruction], list[ShapeIndex]]:
+    """Instructions of the source's computation that read the value (`source`, `index`), one
+    entry per read, following forwarding ops; and the root indices where the value ends up."""
+    readers: list[HloInstruction] = []
+    at_root: list[ShapeIndex] = []
+    work = [(source, index)]
+    while work:
+        inst, idx = work.pop()
+        if inst.is_root:
+            at_root.append(idx)
+        for user in inst.users:
+            for k, op in enumerate(user.operands):
+                if op is not inst:
+                    continue
+                if user.opcode is Opcode.TUPLE:
+                    work.append((user, (k,) + idx))
+                elif user.opcode is Opcode.GET_TUPLE_ELEMENT:
+                    if idx[:1] == (user.tuple_index,):
+                        work.append((user, idx[1:]))
+                elif user.opcode is Opcode.BITCAST and not idx:
+                    work.append((user, ()))
+                elif user.opcode is Opcode.COPY and idx:
+                    work.append((user, idx))
+                else:
+                    readers.append(user)
+    return readers, at_root
+
+
+def _is_read_only_source(module: HloModule, kinds: dict, src: HloInstruction) -> bool:
+    if src.opcode is Opcode.CONSTANT:
+        return True
+    if src.opcode is not Opcode.PARAMETER:
+        return False
+    comp = src.parent
+    assert comp is not None
+    if comp is module.entry:
+        return True
+    if kinds.get(comp) != CONTROL:
+        return True
+    callers = [i for c in module.computations for i in c.instructions if comp in i.called]
+    # a while body's parameter is the loop's own state; anything else belongs to a caller
+    return not all(c.opcode is Opcode.WHILE and c.called[1] is comp for c in callers)
+
+
+# ---- the pass -------------------------------------------------------------------------------
+class CopyInsertion:
+    """Pass "copy_insertion" (see the module docstring)."""
+
+    name = "copy_insertion"
+
+    def run(self, module: HloModule) -> bool:
+        added: list[_Added] = []
+        special = 0
+        kinds = computation_kinds(module)
+        for comp in module.computations:
+            if kinds.get(comp) not in ("entry", CONTROL):
+                continue
+            for inst in list(comp.instructions):
+                if inst.opcode is Opcode.WHILE:
+                    added += self._copy_while(inst)
+                elif inst.opcode is Opcode.CONDITIONAL:
+                    special += self._copy_branch_roots(module, inst)
+                for k, _oi, _ui in in_place_pairs(inst):
+                    if k < inst.operand_count:
+                        added.append(self._copy_operand(inst, k))
+        removed = self._remove_unnecessary(module, kinds, added)
+        special += self._copy_entry_root(module)
+        changed = bool(added) or special > 0  # even fully removed copies rebuilt tuples
+        if changed:
+            for comp in module.computations:
+                _collapse_identity_tuples(comp)
+                comp.sort_post_order()
+        if changed and module.schedule is not None:
+            _reschedule(module)
+        log.debug("%s: %d copies added, %d removed, %d special", module.name, len(added),
+                  removed, special)
+        return changed
+
+    # ---- phase 1 -------------------------------------------------------------------------
+    def _copy_while(self, w: HloInstruction) -> list[_Added]:
+        out: list[_Added] = []
+        comp = w.parent
+        assert comp is not None
+        old_init = w.operands[0]
+        new_init, copies = _deep_copy(comp, old_init)
+        w.set_operand(0, new_init)
+        _drop_if_dead(old_init)
+        out += [_Added(c, "while_init", w, idx) for idx, c in copies]
+        body = w.called[1]
+        root = body.root
+        assert root is not None
+        new_root, copies = _deep_copy(body, root)
+        body.set_root(new_root)
+        _drop_if_dead(root)
+        out += [_Added(c, "body_root", w, idx) for idx, c in copies]
+        return out
+
+    def _copy_operand(self, inst: HloInstruction, k: int) -> _Added:
+        comp = inst.parent
+        assert comp is not None
+        op = inst.operands[k]
+        copy = comp.add(Opcode.COPY, op.shape, (op,), name=f"{op.name}.copy")
+        inst.set_operand(k, copy)
+        return _Added(copy, "in_place", inst)
+
+    def _copy_branch_roots(self, module: HloModule, cond: HloInstruction) -> int:
+        n = 0
+        for branch in cond.called:
+            root = branch.root
+            assert root is not None
+            need = [idx for idx, s in root.shape.leaves()
+                    if value_source(root, idx)[0].opcode in (Opcode.PARAMETER, Opcode.CONSTANT)]
+            if need:
+                new_root, copies = _deep_copy(branch, root, set(need))
+                branch.set_root(new_root)
+                _drop_if_dead(root)
+                n += len(copies)
+        return n
+
+    def _copy_entry_root(self, module: HloModule) -> int:
+        entry = module.entry
+        assert entry is not None and entry.root is not None
+        root = entry.root
+        donated = {(a.param_number, a.param_index, a.output_index)
+                   for a in module.input_output_alias}
+        need: set[ShapeIndex] = set()
+        seen: set[tuple[int, ShapeIndex]] = set()
+        for idx, _ in root.shape.leaves():
+            src, sidx = value_source(root, idx)
+            if src.opcode is Opcode.CONSTANT:
+                need.add(idx)
+            elif src.opcode is Opcode.PARAMETER and src.parent is entry and \
+                    (src.parameter_number, sidx, idx) not in donated:
+                need.add(idx)
+            elif (src.uid, sidx) in seen:
+                need.add(idx)
+            seen.add((src.uid, sidx))
+        if not need:
+            return 0
+        new_root, copies = _deep_copy(entry, root, need)
+        entry.set_root(new_root)
+        _drop_if_dead(root)
+        return len(copies)
+
+    # ---- phase 2 -------------------------------------------------------------------------
+    def _remove_unnecessary(self, module: HloModule, kinds: dict, added: list[_Added]) -> int:
+        removed = 0
+        priority = {"in_place": 0, "body_root": 1, "while_init": 2}
+        for a in sorted(added, key=lambda a: priority[a.kind]):
+            ordering = DependencyHloOrdering(module)
+            if self._removable(module, kinds, ordering, a):
+                _bypass(a.copy)
+                removed += 1
+        return removed
+
+    def _removable(self, module: HloModule, kinds: dict, ordering: DependencyHloOrdering,
+                   a: _Added) -> bool:
+        src, sidx = value_source(a.copy.operands[0])
+        if a.kind == "body_root":
+            return self._body_root_removable(module, kinds, ordering, a, src, sidx)
+        if a.kind == "while_init" and _loop_never_writes(a):
+            return True  # the loop only reads this element: sharing the init is safe
+        if _is_read_only_source(module, kinds, src):
+            return False
+        if src.parent is not a.copy.parent:
+            return False
+        readers, at_root = value_readers(src, sidx)
+        if at_root:
+            return False
+        assert a.consumer is not None
+        for r in readers:
+            if r is a.copy:
+                continue
+            if not ordering.executes_before(r, a.consumer):
+                return False
+        return True
+
+    def _body_root_removable(self, module: HloModule, kinds: dict,
+                             ordering: DependencyHloOrdering, a: _Added,
+                             src: HloInstruction, sidx: ShapeIndex) -> bool:
+        body = a.copy.parent
+        assert body is not None and a.consumer is not None
+        param = body.parameter(0)
+        if src is param:
+            return sidx == a.index  # the element passes through unchanged
+        if src.parent is not body or _is_read_only_source(module, kinds, src):
+            return False
+        readers, at_root = value_readers(src, sidx)
+        if at_root:
+            return False  # the new value is also placed at another index of the result
+        if any(r is not a.copy and r.opcode is Opcode.WHILE for r in readers):
+            return False
+        old_readers, _ = value_readers(param, a.index)
+        for r in old_readers:
+            if r is src:
+                # src reads the old value and writes the new one: it must be able to do that in
+                # place (elementwise or an in-place op)
+                slots = [k for k, op in enumerate(src.operands)
+                         if value_source(op) == (param, a.index)]
+                if not slots or not all(can_share_operand_buffer(src.operands[k], src, (), sidx)
+                                        for k in slots):
+                    return False
+            elif not ordering.executes_before(r, src):
+                return False
+        return True
+
+
+def _loop_never_writes(a: _Added) -> bool:
+    """The while's body passes element `a.index` through unchanged, and no other init element
+    holds the same value."""
+    assert a.consumer is not None
+    body = a.consumer.called[1]
+    root = body.root
+    assert root is not None
+    if value_source(root, a.index) != (body.parameter(0), a.index):
+        return False
+    readers, _ = value_readers(body.parameter(0), a.index)
+    if any(in_place_pairs(r) for r in readers):
+        return False
+    src = value_source(a.copy.operands[0])
+    init = a.consumer.operands[0]
+    others = [idx for idx, _ in init.shape.leaves()
+              if idx != a.index and value_source(init, idx) == src]
+    return not others
+
+
+# ---- graph helpers --------------------------------------------------------------------------
+def _deep_copy(comp: HloComputation, value: HloInstruction,
+               only: set[ShapeIndex] | None = None
+               ) -> tuple[HloInstruction, list[tuple[ShapeIndex, HloInstruction]]]:
+    """A value equal to `value` whose leaves (all, or those in `only`) are fresh copies."""
+    copies: list[tuple[ShapeIndex, HloInstruction]] = []
+
+    def build(v: HloInstruction, idx: ShapeIndex) -> HloInstruction:
+        if not v.shape.is_tuple:
+            if only is not None and idx not in only:
+                return v
+            c = comp.add(Opcode.COPY, v.shape, (v,), name=f"{v.name}.copy")
+            copies.append((idx, c))
+            return c
+        if only is not None and not any(o[:len(idx)] == idx for o in only):
+            return v
+        assert v.shape.tuple_shapes is not None
+        elems = []
+        for i, s in enumerate(v.shape.tuple_shapes):
+            if v.opcode is Opcode.TUPLE:
+                e = v.operands[i]
+            else:
+                e = comp.add(Opcode.GET_TUPLE_ELEMENT, s, (v,), {"index": i},
+                             name=f"{v.name}.gte{i}")
+            elems.append(build(e, idx + (i,)))
+        return comp.add(Opcode.TUPLE, v.shape, elems, name=f"{v.name}.tuple")
+
+    return build(value, ()), copies
+
+
+def _drop_if_dead(inst: HloInstruction) -> None:
+    """Remove a tuple/get-tuple-element left without users by a rewrite."""
+    comp = inst.parent
+    if comp is None or inst.users or inst is comp.root or \
+            inst.opcode not in (Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT):
+        return
+    operands = list(inst.operands)
+    comp.remove_instruction(inst)
+    for op in operands:
+        _drop_if_dead(op)
+
+
+def _bypass(copy: HloInstruction) -> None:
+    comp = copy.parent
+    assert comp is not None
+    src = copy.operands[0]
+    copy.replace_all_uses_with(src)
+    comp.remove_instruction(copy)
+
+
+def _collapse_identity_tuples(comp: HloComputation) -> None:
+    """tuple(gte(v, 0), ..., gte(v, n-1)) -> v (left behind when every copy of a deep copy
+    was removed)."""
+    for inst in list(comp.instructions):
+        if inst.parent is not comp or inst.opcode is not Opcode.TUPLE or not inst.operands:
+            continue
+        ops = inst.operands
+        v = ops[0].operands[0] if ops[0].opcode is Opcode.GET_TUPLE_ELEMENT else None
+        if v is None or v.shape != inst.shape or not all(
+                o.opcode is Opcode.GET_TUPLE_ELEMENT and o.operands[0] is v
+                and o.tuple_index == i for i, o in enumerate(ops)):
+            continue
+        inst.replace_all_uses_with(v)
+        _drop_if_dead(inst)
+
+
+def _reschedule(module: HloModule) -> None:
+    """Keep an existing schedule valid: each sequence becomes its old order with new
+    instructions placed as early as their operands allow."""
+    assert module.schedule is not None
+    sched = module.schedule
+    for comp in module.computations:
+        if comp not in sched:
+            continue
+        old = [i for i in sched[comp] if i.parent is comp]
+        sched[comp] = _merge(old, comp.post_order())
+
+
+def _merge(old: list[HloInstruction], order: list[HloInstruction]) -> list[HloInstruction]:
+    placed: set[int] = set()
+    out: list[HloInstruction] = []
+
+    def place(i: HloInstruction) -> None:
+        if i.uid in placed:
+            return
+        for p in i.operands + i.control_predecessors:
+            if p.parent is i.parent:
+                place(p)
+        placed.add(i.uid)
+        out.append(i)
+
+    for i in old:
+        place(i)
+    for i in order:
+        place(i)
+    return out

@@ -1,0 +1,97 @@
+"""Common subexpression elimination (XLA's HloCSE).
+
+Per computation: first merge constants with equal shapes (layouts included) and equal literals
+(elided `{...}` constants are never merged); then, in post order, replace each instruction that is
+`identical` to an earlier one (same opcode, shape, operands, attributes, called computations) by
+that earlier one.
+
+Requires: consistent `users`. Guarantees: numerics unchanged; side-effecting instructions
+(`has_side_effect`, including control flow calling side effects), parameters, instructions with
+control dependencies, and computation roots' identity as a root are preserved (a duplicate root
+is replaced by its twin, which becomes the root).
+"""
+from __future__ import annotations
+
+import logging
+
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.passes.dce import has_side_effect
+from xlc.passes.edit import control_predecessor_ids, remove_instructions, replace_uses
+
+log = logging.getLogger("xlc.passes")
+
+_NEVER_CSE = frozenset({Opcode.PARAMETER, Opcode.AFTER_ALL, Opcode.RNG_BIT_GENERATOR})
+
+
+def _has_control_deps(inst: HloInstruction, successors: set[int]) -> bool:
+    return bool(inst.control_predecessors) or id(inst) in successors
+
+
+def _cse_key(inst: HloInstruction) -> tuple:
+    key: tuple = (inst.opcode, inst.shape, tuple(id(o) for o in inst.operands), inst.attrs,
+                  tuple(id(c) for c in inst.called))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable attribute value: bucket without attrs, `identical` decides
+        key = key[:3] + key[4:]
+    return key
+
+
+def _replace(comp: HloComputation, dup: HloInstruction, canon: HloInstruction,
+             removed: list[HloInstruction]) -> None:
+    # `dup` has no control edges (checked by the callers), so only data uses move.
+    replace_uses(comp, dup, canon, ctrl_ids=set())
+    removed.append(dup)
+
+
+def _merge_constants(comp: HloComputation, ctrl: set[int]) -> int:
+    seen: dict[tuple, HloInstruction] = {}
+    removed: list[HloInstruction] = []
+    for inst in list(comp.instructions):
+        if inst.opcode is not Opcode.CONSTANT or _has_control_deps(inst, ctrl):
+            continue
+        lit = inst.attrs.get("literal")
+        if lit is None or getattr(lit, "elided", False):
+            continue
+        key = (inst.shape, lit)
+        canon = seen.get(key)
+        if canon is None:
+            seen[key] = inst
+        else:
+            _replace(comp, inst, canon, removed)
+    return remove_instructions(comp, removed)
+
+
+def _merge_identical(comp: HloComputation, ctrl: set[int]) -> int:
+    table: dict[tuple, list[HloInstruction]] = {}
+    removed: list[HloInstruction] = []
+    for inst in comp.post_order():
+        if (inst.parent is not comp or inst.opcode in _NEVER_CSE
+                or inst.opcode is Opcode.CONSTANT or _has_control_deps(inst, ctrl)
+                or has_side_effect(inst)):
+            continue
+        bucket = table.setdefault(_cse_key(inst), [])
+        canon = next((c for c in bucket if c.identical(inst)), None)
+        if canon is None:
+            bucket.append(inst)
+        else:
+            _replace(comp, inst, canon, removed)
+    return remove_instructions(comp, removed)
+
+
+class CommonSubexpressionElimination:
+    """Merge equal constants and identical instructions within each computation."""
+
+    name = "cse"
+
+    def run(self, module: HloModule) -> bool:
+        """Returns True iff some instruction was merged into another."""
+        total = 0
+        for comp in module.computations_post_order():
+            ctrl = control_predecessor_ids(comp)
+            total += _merge_constants(comp, ctrl)
+            total += _merge_identical(comp, ctrl)
+        if total:
+            log.debug("cse: merged %d instructions", total)
+        return bool(total)

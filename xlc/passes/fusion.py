@@ -1,0 +1,200 @@
+"""InstructionFusion: producer -> consumer fusion into kLoop / kInput fusions (XLA's
+`InstructionFusion` with the CPU backend's rules).
+
+Requires a module whose computations are in topological order (the verifier's invariants).
+Guarantees: numerics unchanged; in every non-fusion, non-embedded computation (entry, while
+bodies and conditions, conditional branches, call targets) loop-fusible producers (elementwise
+ops, broadcast, reshape, transpose, slice, pad, concatenate, iota, dynamic-slice, reverse, copy,
+bitcast, scalar constants) are cloned into their consumers, which become `fusion` instructions of
+kind `kLoop` (elementwise / data-movement root) or `kInput` (reduce or reduce-window root, at
+most one reduction per fusion). Dots, convolutions, sorts, custom-calls, control flow, gathers,
+scatters, rngs and reductions are never fused as producers; expensive producers are never
+duplicated; in-place dynamic-update-slice roots keep their buffer operand unfused; fusions stay
+within `max_fusion_operands` (operands + outputs) and `max_fusion_instructions`.
+
+The algorithm (XLA): visit consumers in reverse post order; for a consumer, try its operands in
+descending post-order position; after a successful fusion restart on the new fusion; loop until
+nothing fuses. The decision is split into `fusion_legality_error` (can it be done),
+`duplication_error` (may the producer be duplicated into several consumers) and
+`fusion_priority` (is it worth it); cycles cannot arise from fusing a direct operand, see
+`creates_cycle`.
+"""
+from __future__ import annotations
+
+import logging
+
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.passes.fusion_legality import (
+    INPUT,
+    LOOP,
+    breaks_in_place_update,
+    consumer_fusion_kind,
+    effectively_at_most_unary,
+    fused_instruction_count,
+    fused_operand_count,
+    is_fusible_computation,
+    is_loop_fusible_producer,
+    reuses_operand_elements,
+)
+from xlc.passes.fusion_utils import (
+    create_fusion,
+    embedded_callees,
+    fuse_producer,
+    invalidate_schedule,
+)
+
+log = logging.getLogger("xlc.passes.fusion")
+
+__all__ = ["InstructionFusion", "fusion_priority", "creates_cycle"]
+
+
+def fusion_priority(producer: HloInstruction, consumer: HloInstruction) -> int:
+    """Estimated bytes of memory traffic saved by fusing `producer` into `consumer`; fusing is
+    worth it only when positive. The consumer no longer reads the producer's buffer, and when it
+    is the producer's only user the buffer is not written either. Fusing a lone constant into an
+    unfused elementwise op saves nothing (XLA CPU: no constant+op fusions), but reductions take
+    their init constants."""
+    if (producer.opcode is Opcode.CONSTANT and consumer.opcode is not Opcode.FUSION
+            and consumer.opcode.category != "reduce"):
+        return 0
+    size = max(producer.shape.byte_size(), 1)
+    only_user = all(u is consumer for u in producer.users)
+    return 2 * size if only_user else size
+
+
+def creates_cycle(producer: HloInstruction, consumer: HloInstruction) -> bool:
+    """Fusing a direct operand into its consumer cannot create a cycle: every path from the
+    producer to the consumer ends at the consumer, which now contains the producer's clone, and
+    a duplicated producer keeps feeding its other users. Kept as a named check so the decision
+    reads like XLA's (multi-output fusion has the real check)."""
+    return not any(o is producer for o in consumer.operands)
+
+
+class InstructionFusion:
+    """Producer -> consumer loop and input fusion (see the module docstring).
+
+    `run(module) -> bool` reports whether anything fused."""
+
+    name = "fusion"
+
+    def __init__(self, max_fusion_operands: int = 64, max_fusion_instructions: int = 256,
+                 allow_duplication: bool = True, fuse_reduce_window: bool = True,
+                 fuse_dynamic_update_slice: bool = True):
+        self.max_fusion_operands = max_fusion_operands
+        self.max_fusion_instructions = max_fusion_instructions
+        self.allow_duplication = allow_duplication
+        self.fuse_reduce_window = fuse_reduce_window
+        self.fuse_dynamic_update_slice = fuse_dynamic_update_slice
+
+    # ---- the decision, in three parts --------------------------------------------------------
+    def consumer_kind(self, consumer: HloInstruction) -> str | None:
+        """The fusion kind `consumer` roots, or None when it cannot absorb producers."""
+        return consumer_fusion_kind(consumer, self.fuse_reduce_window,
+                                    self.fuse_dynamic_update_slice)
+
+    def fusion_legality_error(self, producer: HloInstruction,
+                              consumer: HloInstruction) -> str | None:
+        """Why `producer` cannot be fused into `consumer` (ignoring its other users), or None
+        when it can."""
+        if producer.parent is not consumer.parent:
+            return "different computations"
+        if self.consumer_kind(consumer) is None:
+            return f"{consumer.opcode.text} cannot root a fusion"
+        if not is_loop_fusible_producer(producer):
+            return f"{producer.opcode.text} is not a fusible producer"
+        if producer.is_root:
+            return "producer is the computation root"
+        if creates_cycle(producer, consumer):
+            return "producer is not an operand of the consumer"
+        indices = [i for i, o in enumerate(consumer.operands) if o is producer]
+        if producer.opcode.is_expensive and any(reuses_operand_elements(consumer, i)
+                                                for i in indices):
+            return "expensive producer would be recomputed per reused element"
+        if breaks_in_place_update(producer, consumer):
+            return "consumer updates a buffer in place that the producer reads or computes"
+        if fused_operand_count(producer, consumer) > self.max_fusion_operands:
+            return f"more than {self.max_fusion_operands} operands and outputs"
+        if fused_instruction_count(producer, consumer) > self.max_fusion_instructions:
+            return f"more than {self.max_fusion_instructions} instructions"
+        return None
+
+    def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
+        """Legal to fuse `producer` into `consumer` (duplication and priority aside)."""
+        return self.fusion_legality_error(producer, consumer) is None
+
+    def duplication_error(self, producer: HloInstruction,
+                          consumer: HloInstruction) -> str | None:
+        """Why fusing `producer` into `consumer` must not duplicate it, or None. A producer with
+        other users is duplicated; allowed only for cheap producers that are effectively unary,
+        read no more bytes than they write, or fuse into all their users (XLA's
+        ComputeGloballyUnfusible)."""
+        others = [u for u in producer.users if u is not consumer]
+        if not others:
+            return None
+        if not self.allow_duplication:
+            return "duplication disabled"
+        if producer.opcode.is_expensive:
+            return "expensive producer would be duplicated"
+        if effectively_at_most_unary(producer):
+            return None
+        in_bytes = sum(o.shape.byte_size() for o in set(producer.operands))
+        if in_bytes <= producer.shape.byte_size():
+            return None
+        if all(self.can_fuse(producer, u) for u in others):
+            return None
+        return "producer does not fuse into all its users"
+
+    def should_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
+        """Legal, allowed to duplicate, and worth it."""
+        why = (self.fusion_legality_error(producer, consumer)
+               or self.duplication_error(producer, consumer))
+        if why is None and fusion_priority(producer, consumer) <= 0:
+            why = "saves no memory traffic"
+        if why is not None:
+            log.debug("not fusing %s into %s: %s", producer.name, consumer.name, why)
+        return why is None
+
+    # ---- the loop -------------------------------------------------------------------------
+    def run(self, module: HloModule) -> bool:
+        """Fuse in every fusible computation; True when anything changed."""
+        embedded = embedded_callees(module)
+        changed = False
+        for comp in list(module.computations):
+            if comp in module.computations and is_fusible_computation(comp, embedded):
+                changed |= self._run_on_computation(comp)
+        if changed:
+            invalidate_schedule(module)
+        return changed
+
+    def fuse(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+        """Fuse `producer` into `consumer` (wrapping a non-fusion consumer first); returns the
+        fusion that replaced `consumer`."""
+        if consumer.opcode is not Opcode.FUSION:
+            kind = self.consumer_kind(consumer)
+            assert kind in (LOOP, INPUT), consumer
+            consumer = create_fusion(consumer, kind)
+        log.debug("fusing %s into %s", producer.name, consumer.name)
+        fuse_producer(consumer, producer)
+        return consumer
+
+    def _run_on_computation(self, comp: HloComputation) -> bool:
+        order = comp.post_order()
+        position = {id(inst): k for k, inst in enumerate(order)}
+        changed = False
+        for consumer in reversed(order):
+            if consumer.parent is not comp:
+                continue  # fused away
+            while self.consumer_kind(consumer) is not None:
+                candidates = sorted({id(o): o for o in consumer.operands}.values(),
+                                    key=lambda o: position.get(id(o), -1), reverse=True)
+                producer = next((p for p in candidates if self.should_fuse(p, consumer)), None)
+                if producer is None:
+                    break
+                pos = position[id(consumer)]
+                consumer = self.fuse(producer, consumer)
+                position[id(consumer)] = pos
+                changed = True
+        if changed:
+            comp.sort_post_order()
+        return changed

@@ -1,0 +1,274 @@
+"""Heap simulator: choose offsets for buffers with known live intervals (XLA's
+GlobalDecreasingSizeBestFitHeap, spatial and temporal orders, keep the smaller heap).
+
+A `HeapBuffer` is a group of must-share intervals (one chunk for all of them): an alias set's
+live range plus the ranges of buffers that reuse a dying operand's storage. Placement walks the
+groups in decreasing-size (spatial) or decreasing-span (temporal) order and puts each one in the
+smallest aligned gap left by already-placed groups whose intervals overlap in time (best fit), or
+at the aligned end of the highest of them.
+
+`temp_heap_buffers` builds the groups from a module's live ranges, `no_fragmentation_peak` is the
+lower bound (max over time of live bytes) used by the schedulers and the report.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.passes.dataflow import AliasSet, DataflowAnalysis, can_share_operand_buffer
+from xlc.passes.ordering import LiveRanges, TimeInterval
+
+log = logging.getLogger("xlc.passes.heap_simulator")
+
+CPU_ALIGNMENT = 64
+GPU_ALIGNMENT = 256
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A placed piece of the heap: [offset, offset + size)."""
+
+    offset: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    def overlaps(self, other: Chunk) -> bool:
+        return self.offset < other.end and other.offset < self.end
+
+
+@dataclass
+class HeapBuffer:
+    """One group to place: `size` bytes live during every interval in `intervals` (all share
+    one chunk). `key` identifies it in the result; `members` carries the caller's objects
+    (alias sets) in the order of `intervals`."""
+
+    key: int
+    size: int
+    intervals: list[TimeInterval]
+    members: list[object] = field(default_factory=list)
+
+    @property
+    def start(self) -> int:
+        return min(iv.start for iv in self.intervals)
+
+    @property
+    def end(self) -> int:
+        return max(iv.end for iv in self.intervals)
+
+    def overlaps(self, other: HeapBuffer) -> bool:
+        if self.start > other.end or other.start > self.end:
+            return False
+        return any(a.overlaps(b) for a in self.intervals for b in other.intervals)
+
+
+@dataclass
+class HeapResult:
+    """Chunks per HeapBuffer key, the heap size and the algorithm that produced them."""
+
+    chunks: dict[int, Chunk]
+    heap_size: int
+    algorithm: str
+
+    def fragmentation(self, buffers: Iterable[HeapBuffer]) -> int:
+        return self.heap_size - no_fragmentation_peak(buffers)
+
+
+def _align(x: int, alignment: int) -> int:
+    return (x + alignment - 1) // alignment * alignment
+
+
+def _spatial_key(b: HeapBuffer) -> tuple[int, int, int]:
+    return (-b.size, -(b.end - b.start), b.key)
+
+
+def _temporal_key(b: HeapBuffer) -> tuple[int, int, int]:
+    return (-(b.end - b.start), -b.size, b.key)
+
+
+ORDERS: dict[str, Callable[[HeapBuffer], tuple[int, int, int]]] = {
+    "spatial": _spatial_key,
+    "temporal": _temporal_key,
+}
+
+
+def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: int = CPU_ALIGNMENT,
+                                    order: str = "spatial") -> HeapResult:
+    """Place every buffer (XLA's GlobalDecreasingSizeBestFitHeap). Requires alignment >= 1 and
+    unique keys. Guarantees: every offset is a multiple of `alignment`; buffers whose intervals
+    overlap in time get disjoint chunks; zero-size buffers get (0, 0)."""
+    if alignment < 1:
+        raise ValueError(f"alignment must be positive, got {alignment}")
+    items = sorted(buffers, key=ORDERS[order])
+    placed: list[tuple[HeapBuffer, Chunk]] = []
+    chunks: dict[int, Chunk] = {}
+    heap_size = 0
+    for buf in items:
+        if buf.size == 0:
+            chunks[buf.key] = Chunk(0, 0)
+            continue
+        used = sorted((c for other, c in placed if c.size and buf.overlaps(other)),
+                      key=lambda c: c.offset)
+        offset = _best_fit(used, buf.size, alignment)
+        chunk = Chunk(offset, buf.size)
+        chunks[buf.key] = chunk
+        placed.append((buf, chunk))
+        heap_size = max(heap_size, chunk.end)
+    return HeapResult(chunks, heap_size, order)
+
+
+def _best_fit(used: list[Chunk], size: int, alignment: int) -> int:
+    """Smallest aligned gap between `used` chunks (sorted by offset) that fits `size`, else the
+    aligned end of the highest one."""
+    best: int | None = None
+    best_gap = 0
+    cursor = 0
+    for c in used:
+        if c.offset > cursor:
+            gap = c.offset - cursor
+            if gap >= size and (best is None or gap < best_gap):
+                best, best_gap = cursor, gap
+        cursor = max(cursor, _align(c.end, alignment))
+    return best if best is not None else cursor
+
+
+def best_fit_heap(buffers: Iterable[HeapBuffer], alignment: int = CPU_ALIGNMENT) -> HeapResult:
+    """XLA's default: run the spatial and the temporal orders, keep the smaller heap (ties go
+    to spatial)."""
+    items = list(buffers)
+    results = [global_decreasing_size_best_fit(items, alignment, o) for o in ("spatial",
+                                                                             "temporal")]
+    return min(results, key=lambda r: r.heap_size)
+
+
+def no_fragmentation_peak(buffers: Iterable[HeapBuffer]) -> int:
+    """Max over time of the bytes of groups live at that time (a group counts once)."""
+    events: list[tuple[int, int, int]] = []
+    for b in buffers:
+        if b.size == 0:
+            continue
+        for iv in _merged(b.intervals):
+            events.append((iv.start, 0, b.size))
+            events.append((iv.end + 1, -1, -b.size))
+    events.sort(key=lambda e: (e[0], e[1]))
+    live = peak = 0
+    for _, _, delta in events:
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def _merged(intervals: list[TimeInterval]) -> list[TimeInterval]:
+    out: list[TimeInterval] = []
+    for iv in sorted(intervals, key=lambda i: i.start):
+        if out and iv.start <= out[-1].end + 1:
+            out[-1] = TimeInterval(out[-1].start, max(out[-1].end, iv.end))
+        else:
+            out.append(iv)
+    return out
+
+
+def check_heap(buffers: Iterable[HeapBuffer], result: HeapResult, alignment: int) -> list[str]:
+    """Brute-force check of a heap result: returns a list of problems (empty when valid)."""
+    items = list(buffers)
+    problems = []
+    for b in items:
+        c = result.chunks.get(b.key)
+        if c is None:
+            problems.append(f"buffer {b.key} has no chunk")
+        elif c.size and (c.offset % alignment or c.end > result.heap_size):
+            problems.append(f"buffer {b.key} chunk {c} misaligned or outside the heap")
+    for i, a in enumerate(items):
+        for b in items[i + 1:]:
+            ca, cb = result.chunks.get(a.key), result.chunks.get(b.key)
+            if ca and cb and ca.size and cb.size and ca.overlaps(cb) and a.overlaps(b):
+                problems.append(f"buffers {a.key} and {b.key} overlap in time and memory")
+    return problems
+
+
+# ---- building groups from a module -----------------------------------------------------------
+@dataclass
+class SharedUse:
+    """Record of an operand reuse: `user_set` was placed into `operand_set`'s storage because
+    its defining instruction consumed the operand's last use."""
+
+    operand_set: AliasSet
+    user_set: AliasSet
+    user: HloInstruction
+
+
+def temp_heap_buffers(dataflow: DataflowAnalysis, live: LiveRanges,
+                      temps: Iterable[AliasSet], reuse_operands: bool = True
+                      ) -> tuple[list[HeapBuffer], list[SharedUse]]:
+    """Group the temp alias sets into HeapBuffers from their live ranges. With
+    `reuse_operands`, a set defined by instruction I whose operand's set (a singleton temp of
+    equal size) dies exactly at I shares the operand's chunk when XLA's
+    CanShareOperandBufferWithUser allows it (never for `copy`)."""
+    temps = [s for s in temps if live.set_range(s) is not None]
+    temp_ids = {s.id for s in temps}
+    group_of: dict[int, HeapBuffer] = {}
+    shares: list[SharedUse] = []
+    consumed: set[int] = set()
+    for s in sorted(temps, key=lambda s: (live.set_range(s).start, s.id)):  # type: ignore
+        rng = live.set_range(s)
+        assert rng is not None
+        target = _reusable_operand(dataflow, live, s, rng, temp_ids, consumed) \
+            if reuse_operands else None
+        if target is not None:
+            grp = group_of[target[0].id]
+            grp.intervals.append(rng)
+            grp.members.append(s)
+            group_of[s.id] = grp
+            consumed.add(target[0].id)
+            shares.append(SharedUse(target[0], s, target[1]))
+            continue
+        grp = HeapBuffer(len(group_of), s.size, [rng], [s])
+        group_of[s.id] = grp
+    unique: dict[int, HeapBuffer] = {}
+    for g in group_of.values():
+        unique[id(g)] = g
+    groups = list(unique.values())
+    for i, g in enumerate(groups):
+        g.key = i
+    return groups, shares
+
+
+def _reusable_operand(dataflow: DataflowAnalysis, live: LiveRanges, s: AliasSet,
+                      rng: TimeInterval, temp_ids: set[int], consumed: set[int]
+                      ) -> tuple[AliasSet, HloInstruction] | None:
+    if len(s.buffers) != 1:
+        return None
+    buf = s.buffers[0]
+    user = buf.instruction
+    if user.opcode is Opcode.COPY or buf.shape.is_tuple:
+        return None
+    for operand in user.operands:
+        for ob in dataflow.buffers_at(operand, ()):
+            os_ = dataflow.alias_set(ob)
+            if os_.id not in temp_ids or os_.id in consumed or len(os_.buffers) != 1:
+                continue
+            orng = live.set_range(os_)
+            if orng is None or orng.end != rng.start or os_.size != s.size:
+                continue
+            if os_.color != s.color:
+                continue
+            if can_share_operand_buffer(operand, user, (), buf.index):
+                return os_, user
+    return None
+
+
+def minimum_memory(module: HloModule, schedule: Mapping[HloComputation, list[HloInstruction]],
+                   dataflow: DataflowAnalysis | None = None) -> int:
+    """XLA's MinimumMemoryForModule: the no-fragmentation peak of every non-constant buffer of
+    the module under `schedule` (entry parameters included), with operand reuse."""
+    df = dataflow or DataflowAnalysis(module)
+    live = LiveRanges(module, schedule, df)
+    sets = [s for s in df.alias_sets
+            if not any(b.instruction.opcode is Opcode.CONSTANT for b in s.buffers)]
+    groups, _ = temp_heap_buffers(df, live, sets)
+    return no_fragmentation_peak(groups)

@@ -1,0 +1,217 @@
+"""MultiOutputFusion: sibling and producer-consumer multi-output fusion (XLA's
+`MultiOutputFusion`), run after `InstructionFusion`.
+
+Requires a module in topological order. Guarantees numerics unchanged, and in every fusible
+computation (non-fusion, non-embedded):
+- *producer-consumer*: a loop-fusible producer (typically an expensive loop fusion that
+  `InstructionFusion` refused to duplicate) is fused into one consumer (a loop/input fusion or a
+  reduce) and exported as an extra tuple output; its other users read it through
+  `get-tuple-element`. The consumer then no longer re-reads the producer's buffer from memory
+  (softmax: `exp` is written once by the exp/sum reduction fusion and read by the divide).
+- *sibling*: two consumers of the same large operand (two reductions over one input, or a
+  reduction and a loop fusion) become one fusion whose root is a `tuple`, so the operand is read
+  once.
+Only when the shared/exported buffer is at least `min_shared_bytes`, all roots have the same
+iteration space (`compatible_heroes`), the result stays within `max_fusion_operands` operands +
+outputs and `max_reductions` reductions, and no cycle appears (`would_create_cycle`, by
+reachability). Loops until nothing fuses.
+"""
+from __future__ import annotations
+
+import logging
+
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.passes.fusion_legality import (
+    LOOP,
+    breaks_in_place_update,
+    compatible_heroes,
+    consumer_fusion_kind,
+    fused_instruction_count,
+    fused_operand_count,
+    in_place_operand,
+    is_fusible_computation,
+    is_loop_fusible_producer,
+    output_count,
+    reduction_count,
+    unique_operands,
+)
+from xlc.passes.fusion_utils import (
+    create_fusion,
+    embedded_callees,
+    fuse_producer,
+    invalidate_schedule,
+    merge_sibling_fusions,
+)
+
+log = logging.getLogger("xlc.passes.fusion")
+
+__all__ = ["MultiOutputFusion", "Reachability", "would_create_cycle"]
+
+
+class Reachability:
+    """Ancestor sets of one computation (operands and control predecessors), as bit masks over
+    a post order. `reaches(a, b)`: is there a path from `a` to `b` (a == b counts)?"""
+
+    def __init__(self, comp: HloComputation):
+        order = comp.post_order()
+        self._index = {id(inst): k for k, inst in enumerate(order)}
+        self._ancestors: list[int] = []
+        for k, inst in enumerate(order):
+            mask = 1 << k
+            for p in inst.operands + inst.control_predecessors:
+                j = self._index.get(id(p))
+                if j is not None:
+                    mask |= self._ancestors[j]
+            self._ancestors.append(mask)
+
+    def reaches(self, a: HloInstruction, b: HloInstruction) -> bool:
+        """True when `b` depends on `a` (transitively), or a is b."""
+        return bool(self._ancestors[self._index[id(b)]] >> self._index[id(a)] & 1)
+
+
+def would_create_cycle(a: HloInstruction, b: HloInstruction, reach: Reachability) -> bool:
+    """Would merging `a` and `b` into one instruction create a cycle? Yes when a path connects
+    them through some other instruction (a direct operand edge alone is fine: it becomes
+    internal to the fusion)."""
+    for x, y in ((a, b), (b, a)):
+        for o in y.operands + y.control_predecessors:
+            if o is not x and reach.reaches(x, o):
+                return True
+    return False
+
+
+def _fusible_sibling(inst: HloInstruction) -> bool:
+    """A loop/input fusion, or a reduce / loop-fusible op that could root one."""
+    if in_place_operand(inst) is not None:
+        return False
+    return consumer_fusion_kind(inst) is not None
+
+
+def _is_fusion_or_reduction(inst: HloInstruction) -> bool:
+    return inst.opcode is Opcode.FUSION or inst.opcode.category == "reduce"
+
+
+class MultiOutputFusion:
+    """Sibling and producer-consumer multi-output fusion (see the module docstring)."""
+
+    name = "multi_output_fusion"
+
+    def __init__(self, min_shared_bytes: int = 1024, max_fusion_operands: int = 64,
+                 max_fusion_instructions: int = 256, max_reductions: int = 5,
+                 sibling: bool = True, producer_consumer: bool = True):
+        self.min_shared_bytes = min_shared_bytes
+        self.max_fusion_operands = max_fusion_operands
+        self.max_fusion_instructions = max_fusion_instructions
+        self.max_reductions = max_reductions
+        self.sibling = sibling
+        self.producer_consumer = producer_consumer
+
+    # ---- legality ---------------------------------------------------------------------------
+    def _limits_error(self, a: HloInstruction, b: HloInstruction, extra_outputs: int) -> str | None:
+        ops = unique_operands([a, b], exclude=[a, b])
+        if len(ops) + output_count(a) + output_count(b) + extra_outputs > \
+                self.max_fusion_operands:
+            return f"more than {self.max_fusion_operands} operands and outputs"
+        if fused_instruction_count(a, b) > self.max_fusion_instructions:
+            return f"more than {self.max_fusion_instructions} instructions"
+        if reduction_count(a) + reduction_count(b) > self.max_reductions:
+            return f"more than {self.max_reductions} reductions"
+        return None
+
+    def producer_consumer_error(self, producer: HloInstruction, consumer: HloInstruction,
+                                reach: Reachability) -> str | None:
+        """Why `producer` cannot be fused into `consumer` and exported, or None."""
+        if len(producer.users) < 2 and not producer.is_root:
+            return "single-user producer (plain fusion's job)"
+        if not (producer.opcode is Opcode.FUSION and producer.attrs.get("kind") == LOOP
+                and producer.shape.is_array) and not (is_loop_fusible_producer(producer)
+                                                      and producer.opcode is not Opcode.CONSTANT):
+            return "producer is not a single-output loop fusion or loop-fusible op"
+        if consumer_fusion_kind(consumer) is None or not _is_fusion_or_reduction(consumer):
+            return "consumer is not a loop/input fusion or reduction"
+        if producer.shape.byte_size() < self.min_shared_bytes:
+            return "producer buffer too small to be worth it"
+        if breaks_in_place_update(producer, consumer) or in_place_operand(producer) is not None:
+            return "in-place update"
+        if not compatible_heroes([producer, consumer]):
+            return "incompatible iteration spaces"
+        if would_create_cycle(producer, consumer, reach):
+            return "cycle"
+        if fused_operand_count(producer, consumer, export=True) > self.max_fusion_operands:
+            return f"more than {self.max_fusion_operands} operands and outputs"
+        return self._limits_error(producer, consumer, 0)
+
+    def sibling_error(self, a: HloInstruction, b: HloInstruction, shared: HloInstruction,
+                      reach: Reachability) -> str | None:
+        """Why siblings `a` and `b` (both reading `shared`) cannot become one fusion, or None."""
+        if not (_fusible_sibling(a) and _fusible_sibling(b)):
+            return "not a fusible sibling"
+        if not (_is_fusion_or_reduction(a) or _is_fusion_or_reduction(b)):
+            return "neither sibling is a fusion or reduction"
+        if shared.shape.byte_size() < self.min_shared_bytes:
+            return "shared operand too small to be worth it"
+        if not compatible_heroes([a, b]):
+            return "incompatible iteration spaces"
+        if reach.reaches(a, b) or reach.reaches(b, a):
+            return "cycle"
+        return self._limits_error(a, b, 0)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def run(self, module: HloModule) -> bool:
+        """Multi-output fuse in every fusible computation; True when anything changed."""
+        embedded = embedded_callees(module)
+        changed = False
+        for comp in list(module.computations):
+            if comp in module.computations and is_fusible_computation(comp, embedded):
+                comp_changed = False
+                while self._step(comp):
+                    comp_changed = True
+                if comp_changed:
+                    comp.sort_post_order()
+                    changed = True
+        if changed:
+            invalidate_schedule(module)
+        return changed
+
+    def _step(self, comp: HloComputation) -> bool:
+        """Find and perform one multi-output fusion; True when one was done."""
+        reach = Reachability(comp)
+        order = comp.post_order()
+        if self.producer_consumer:
+            for consumer in order:
+                for producer in unique_operands([consumer]):
+                    why = self.producer_consumer_error(producer, consumer, reach)
+                    if why is None:
+                        self._fuse_producer_consumer(producer, consumer)
+                        return True
+                    log.debug("no multi-output fusion of %s into %s: %s",
+                              producer.name, consumer.name, why)
+        if self.sibling:
+            for shared in order:
+                users = [u for u in dict.fromkeys(shared.users)]
+                for i, a in enumerate(users):
+                    for b in users[i + 1:]:
+                        why = self.sibling_error(a, b, shared, reach)
+                        if why is None:
+                            self._fuse_siblings(a, b)
+                            return True
+                        log.debug("no sibling fusion of %s and %s: %s", a.name, b.name, why)
+        return False
+
+    def _as_fusion(self, inst: HloInstruction) -> HloInstruction:
+        if inst.opcode is Opcode.FUSION:
+            return inst
+        kind = consumer_fusion_kind(inst)
+        assert kind is not None
+        return create_fusion(inst, kind)
+
+    def _fuse_producer_consumer(self, producer: HloInstruction,
+                                consumer: HloInstruction) -> None:
+        log.debug("multi-output fusing %s into %s", producer.name, consumer.name)
+        fusion = self._as_fusion(consumer)
+        fuse_producer(fusion, producer, export=True)
+
+    def _fuse_siblings(self, a: HloInstruction, b: HloInstruction) -> None:
+        log.debug("sibling fusing %s and %s", a.name, b.name)
+        merge_sibling_fusions(self._as_fusion(a), self._as_fusion(b))
