@@ -132,6 +132,19 @@ def _leaf_aval(x: Any, where: str, allow_abstract: bool) -> Aval:
                         "arrays or scalars, or mark the argument static with static_argnums")
 
 
+def _leaf_labels(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
+    """`argument 0 ('x')['w']`-style labels for the leaves of ((args...), {kwargs})."""
+    arg_td, kw_td = in_tree.children
+    out = []
+    for i, td in enumerate(arg_td.children):
+        name = arg_names[i] if i < len(arg_names) and arg_names[i] else ""
+        label = f"argument {i} ('{name}')" if name else f"argument {i}"
+        out += [label + p for p in pytree.leaf_paths(td)]
+    for k, td in zip(kw_td.keys, kw_td.children):
+        out += [f"keyword argument '{k}'" + p for p in pytree.leaf_paths(td)]
+    return out
+
+
 def _shape_tree(shape: Shape) -> pytree.TreeDef:
     if shape.tuple_shapes is not None:
         return pytree.TreeDef("tuple", tuple(_shape_tree(s) for s in shape.tuple_shapes))
@@ -226,7 +239,7 @@ class Compiled:
             if len(args) != len(self.in_avals):
                 raise ArgumentError(f"{self.name}: expected {len(self.in_avals)} arguments, "
                                     f"got {len(args)}")
-            return [_convert_arg(a, av, self._label(i))
+            return [_convert_arg(a, av, f"{self.name}: {self._label(i)}")
                     for i, (a, av) in enumerate(zip(args, self.in_avals))]
         arg_td, kw_td = self.in_tree.children
         if len(args) != len(arg_td.children):
@@ -235,19 +248,19 @@ class Compiled:
         if set(kwargs) != set(kw_td.keys):
             raise ArgumentError(f"{self.name}: expected keyword arguments "
                                 f"{sorted(kw_td.keys)}, got {sorted(kwargs)}")
-        out: list[np.ndarray] = []
-        avals = iter(self.in_avals)
         items = [(self._label(i), a, td) for i, (a, td) in enumerate(zip(args, arg_td.children))]
         items += [(f"keyword argument '{k}'", kwargs[k], td)
                   for k, td in zip(kw_td.keys, kw_td.children)]
+        leaves: list[Any] = []
         for label, a, td in items:
-            leaves, got_td = pytree.flatten(a)
+            got, got_td = pytree.flatten(a)
             if got_td != td:
                 raise ArgumentError(f"{self.name}: {label} has pytree structure {got_td}, "
                                     f"expected {td}")
-            for leaf, path in zip(leaves, pytree.leaf_paths(td)):
-                out.append(_convert_arg(leaf, next(avals), label + path))
-        return out
+            leaves += got
+        labels = _leaf_labels(self.in_tree, self.arg_names)
+        return [_convert_arg(x, av, f"{self.name}: {lab}")
+                for x, av, lab in zip(leaves, self.in_avals, labels)]
 
     def call_flat(self, flat: list[np.ndarray]) -> Any:
         """Run with already checked flat arguments; returns the output pytree."""
@@ -377,9 +390,9 @@ class Jitted:
     def _lower(self, args: tuple, kwargs: dict, allow_abstract: bool) -> Lowered:
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
-        paths = pytree.leaf_paths(in_tree)
-        avals = [_leaf_aval(x, f"{self.name}: argument {p}", allow_abstract)
-                 for x, p in zip(leaves, paths)]
+        labels = _leaf_labels(in_tree, self._arg_names(args))
+        avals = [_leaf_aval(x, f"{self.name}: {lab}", allow_abstract)
+                 for x, lab in zip(leaves, labels)]
 
         def staged(a: tuple, k: dict) -> Any:
             full, kw = self._rebuild(args, kwargs, a, k)
@@ -424,9 +437,9 @@ class Jitted:
             return self.fn(*args, **kwargs)
         dyn_args, dyn_kwargs, static_key = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
-        paths = pytree.leaf_paths(in_tree)
-        avals = tuple(_leaf_aval(x, f"{self.name}: argument {p}", False)
-                      for x, p in zip(leaves, paths))
+        labels = _leaf_labels(in_tree, self._arg_names(args))
+        avals = tuple(_leaf_aval(x, f"{self.name}: {lab}", False)
+                      for x, lab in zip(leaves, labels))
         key = (in_tree, avals, static_key)
         compiled = self._cache.get(key)
         if compiled is None:
@@ -435,8 +448,8 @@ class Jitted:
             self._cache[key] = compiled
         else:
             self.hits += 1
-        flat = [_convert_arg(x, av, f"{self.name}: argument {p}")
-                for x, av, p in zip(leaves, avals, paths)]
+        flat = [_convert_arg(x, av, f"{self.name}: {lab}")
+                for x, av, lab in zip(leaves, avals, labels)]
         return compiled.call_flat(flat)
 
     def cache_info(self) -> dict[str, int]:

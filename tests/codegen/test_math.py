@@ -173,3 +173,41 @@ def test_exp_and_tanh_loops_vectorize(kernels: KernelModule) -> None:
         assert "<16 x float>" in body or "<8 x float>" in body, key
     for libm in ("@expf", "@tanhf", "@exp(", "@tanh(", "llvm.exp.", "llvm.tanh."):
         assert libm not in ir_text
+
+
+def test_explicit_vector_kernel_with_nontemporal_stores() -> None:
+    """math functions on <16 x float> values, vector loads and !nontemporal stores."""
+    from llvmlite import ir
+
+    from xlc.codegen import llvm_utils as lu
+
+    name = lu.unique_symbol("vec_tanh")
+    mod = lu.new_module(name)
+    fn = ir.Function(mod, ir.FunctionType(lu.VOID, [lu.PTR, lu.PTR, lu.I64]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    out, inp, n = fn.args
+    with lu.for_range(b, b.udiv(n, ir.Constant(lu.I64, 16))) as i:
+        off = b.mul(i, ir.Constant(lu.I64, 16))
+        v = lu.load_vector(b, inp, off, P.F32, 16, align=64)
+        half = lu.splat(b, ir.Constant(lu.F32, 0.5), 16)
+        y = b.fmul(xm.tanh(b, xm.exp(b, b.fmul(v, half))), half)
+        lu.store_vector(b, y, out, off, P.F32, align=64, nontemporal=True)
+    b.ret_void()
+    assert "!nontemporal" in str(mod)
+    ref = lu.compile_module(mod, name)
+    asm = lu.emit_assembly(ref)
+    assert "vmovntps" in asm and "zmm" in asm
+    assert lu.emit_object(ref)[:4] == b"\x7fELF"
+    import ctypes
+
+    buf = np.empty(4096 + 16, np.float32)
+    start = (-buf.ctypes.data % 64) // 4
+    x = buf[start:start + 4096]
+    x[:] = np.linspace(-20, 20, 4096, dtype=np.float32)
+    o = np.empty(4096 + 16, np.float32)
+    ostart = (-o.ctypes.data % 64) // 4
+    y = o[ostart:ostart + 4096]
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        lu.jit_engine().address(name))(y.ctypes.data, x.ctypes.data, 4096)
+    want = np.tanh(np.exp(x.astype(np.float64) * 0.5)) * 0.5
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)

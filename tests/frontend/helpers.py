@@ -19,6 +19,9 @@ def jit_run(fn: Any, *args: Any, **jit_kw: Any) -> Any:
 def assert_close(got: Any, want: Any, rtol: float | None = None, atol: float | None = None,
                  check_dtype: bool = True) -> None:
     """Compare arrays (or pytrees of arrays) with a per-dtype tolerance."""
+    if want is None:
+        assert got is None, got
+        return
     if isinstance(want, dict):
         assert isinstance(got, dict) and set(got) == set(want)
         for k in want:

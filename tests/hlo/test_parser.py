@@ -344,3 +344,47 @@ ENTRY e {
     assert [i.name for i in m.computation("f").instructions] == ["p0", "n"]
     printed = print_module(m)
     assert print_module(parse_module(printed)) == printed
+
+
+def test_100kb_module_parses_well_under_100ms() -> None:
+    lines = ["HloModule big", "", "ENTRY %main (p: f32[128,256]) -> f32[128,256] {",
+             "  %p = f32[128,256]{1,0} parameter(0)"]
+    prev = "p"
+    for i in range(900):
+        lines.append(f"  %a.{i} = f32[128,256]{{1,0}} add(%{prev}, %p), "
+                     f'metadata={{op_name="jit(f)/add" source_file="/x/y.py" source_line={i}}}')
+        prev = f"a.{i}"
+    lines += [f"  ROOT %r = f32[128,256]{{1,0}} negate(%{prev})", "}", ""]
+    text = "\n".join(lines)
+    assert len(text) > 100_000
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        module = parse_module(text)
+        best = min(best, time.perf_counter() - t0)
+    assert len(module.entry.instructions) == 902  # type: ignore[union-attr]
+    assert best < 0.1, f"{best * 1000:.1f} ms"
+
+
+def test_comments_header_extras_and_unscheduled() -> None:
+    text = """// a leading line comment
+HloModule m, is_scheduled=false, buffer_donor={ (0, {}) }, frontend_attributes={k="v"}
+
+/* block comment */ ENTRY %e (a: f32[2], b: f32[2]) -> (f32[2], f32[2], f32[2], f32[2], f32[2], f32[2]) {
+  %a = f32[2]{0} parameter(0) // trailing comment
+  %b = f32[2]{0} parameter(1)
+  ROOT %t = (f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, /*index=5*/f32[2]{0}) tuple(%a, %b, %a, %b, %a, /*index=5*/%b), sharding={{replicated}, {maximal device=0}, {replicated}, {replicated}, {replicated}, {replicated}}
+}
+"""  # noqa: E501
+    m = parse_module(text)
+    assert m.schedule is None
+    assert m.header_extra == [("buffer_donor", "{ (0, {}) }"), ("frontend_attributes", '{k="v"}')]
+    root = m.entry.root  # type: ignore[union-attr]
+    assert [o.name for o in root.operands] == ["a", "b", "a", "b", "a", "b"]
+    assert root.get_extra("sharding").startswith("{{replicated}, {maximal device=0}")
+    printed = print_module(m)
+    assert printed.startswith("HloModule m, entry_computation_layout={(f32[2]{0}, f32[2]{0})->"
+                              "(f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, "
+                              "/*index=5*/f32[2]{0})}, buffer_donor={ (0, {}) }, "
+                              'frontend_attributes={k="v"}\n')
+    assert print_module(parse_module(printed)) == printed

@@ -604,3 +604,26 @@ ENTRY %main (a: f32[4,8], i: s32[]) -> (f32[8], f32[2,8]) {
         inst = comp.instruction(name)
         inferred = infer_instruction_shape(inst)
         assert inferred is not None and inferred.compatible(inst.shape)
+
+
+def test_malformed_layout() -> None:
+    m = parse(SIMPLE)
+    y = m.entry.instruction("y")  # type: ignore[union-attr]
+    y.shape = Shape.array("f32", (4,), (1,))
+    expect(m, "instruction 'y' in computation 'main': malformed layout: f32[4]{1} (minor_to_major "
+              "must be a permutation of the 1 dimensions)")
+
+
+def test_fusion_computation_called_by_call() -> None:
+    m = parse("""HloModule m
+%f (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %q = f32[4]{0} negate(%p)
+}
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %a = f32[4]{0} parameter(0)
+  ROOT %c = f32[4]{0} call(%a), to_apply=%f
+}""")
+    m.computation("f").is_fusion_computation = True
+    expect(m, "instruction 'c' in computation 'main': fusion computation 'f' can only be called "
+              "by a fusion instruction")

@@ -30,13 +30,26 @@ def test_classic_allocations_and_slices() -> None:
     assert p.is_readonly and not out.is_readonly and out.maybe_live_out
     assert str(ba.slice_of(d["param"])) == "{index:0, offset:0, size:16}"
     assert str(ba.slice_of(d["add"])) == "{index:1, offset:0, size:16}"
+    # add's output reuses negate's dying buffer (the last use, elementwise): negate lives in
+    # the output allocation; exp is the only temp
+    assert ba.slice_of(d["negate"]) == ba.slice_of(d["add"])
+    assert str(ba.slice_of(d["exp"])) == "{index:2, offset:0, size:16}"
+    s = ba.stats()
+    assert (s["parameter_bytes"], s["output_bytes"], s["temp_bytes"], s["constant_bytes"],
+            s["alias_bytes"], s["peak_bytes"]) == (16, 16, 16, 0, 0, 48)
+    assert s["temp_lower_bound_bytes"] == 16 and s["allocation_count"] == 3
+
+
+def test_classic_without_operand_reuse() -> None:
+    m, d = classic()
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)),
+                        reuse_operands=False)
+    validate_buffer_assignment(ba)
+    temp = ba.allocations[2]
     neg, exp = ba.slice_of(d["negate"]), ba.slice_of(d["exp"])
     assert neg.allocation is temp and exp.allocation is temp
     assert {neg.offset, exp.offset} == {0, 64} and temp.size == 80
-    s = ba.stats()
-    assert (s["parameter_bytes"], s["output_bytes"], s["temp_bytes"], s["constant_bytes"],
-            s["alias_bytes"], s["peak_bytes"]) == (16, 16, 80, 0, 0, 112)
-    assert s["temp_lower_bound_bytes"] == 32 and s["allocation_count"] == 3
+    assert ba.stats()["temp_lower_bound_bytes"] == 32
 
 
 CHAIN = """
@@ -48,7 +61,7 @@ ENTRY main {
   b = f32[16]{0} exponential(a)
   c = f32[16]{0} log(b)
   ROOT d = f32[16]{0} abs(c)
-}
+  }
 """
 
 
@@ -58,19 +71,54 @@ def test_elementwise_chain_reuses_dying_operand_buffers() -> None:
     ba = assign_buffers(m, sched)
     validate_buffer_assignment(ba)
     e = m.entry
+    # the whole chain ends in the live-out `d`: every link lives in the output allocation
     assert ba.slice_of(e.instruction("a")) == ba.slice_of(e.instruction("b")) \
-        == ba.slice_of(e.instruction("c"))
-    assert ba.stats()["temp_bytes"] == 64
-    assert len(ba.shares) == 2
+        == ba.slice_of(e.instruction("c")) == ba.slice_of(e.instruction("d"))
+    assert ba.stats()["temp_bytes"] == 0 and ba.temp_allocations == []
+    assert len(ba.shares) == 3
     no_reuse = assign_buffers(m, sched, reuse_operands=False)
     validate_buffer_assignment(no_reuse)
     assert no_reuse.stats()["temp_bytes"] == 128  # a and c can share, b cannot
-    assert ba.slice_of(e.instruction("a")) != ba.slice_of(e.instruction("d"))
+    assert no_reuse.slice_of(e.instruction("a")) != no_reuse.slice_of(e.instruction("d"))
+
+
+TEMPS_BEFORE_OUTPUT = """
+HloModule window
+
+add_f32 {
+  l = f32[] parameter(0)
+  r = f32[] parameter(1)
+  ROOT s = f32[] add(l, r)
+}
+
+ENTRY main {
+  x = f32[256]{0} parameter(0)
+  z = f32[] constant(0)
+  big = f32[256]{0} exponential(x)
+  sum = f32[] reduce(big, z), dimensions={0}, to_apply=add_f32
+  b = f32[1024]{0} broadcast(sum), dimensions={}
+  ROOT o = f32[1024]{0} negate(b)
+}
+"""
+
+
+def test_temps_fill_output_allocation_before_the_output_is_defined() -> None:
+    m = parse_module(TEMPS_BEFORE_OUTPUT, verify=True)
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    validate_buffer_assignment(ba)
+    out = ba.slice_of(m.entry.root).allocation
+    # `big` dies (at the reduce) before `o` exists; `b` is reused by `o` itself
+    assert ba.slice_of(m.entry.instruction("big")).allocation is out
+    assert ba.slice_of(m.entry.instruction("b")) == ba.slice_of(m.entry.root)
+    # `sum` is live while `big` dies and `b` is born: it needs a temp of its own
+    assert ba.slice_of(m.entry.instruction("sum")).allocation.kind == "temp"
+    assert ba.stats()["temp_bytes"] == 4
 
 
 def test_alignment_parameter() -> None:
     m, d = classic()
-    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)), alignment=256)
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)), alignment=256,
+                        reuse_operands=False)
     validate_buffer_assignment(ba)
     assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 256]
     assert ba.stats()["temp_bytes"] == 272
@@ -86,14 +134,17 @@ def test_while_body_temps_share_the_whole_module_heap() -> None:
         assert ba.slice_of(d["xn"]) == ba.slice_of(d["mul"]) == ba.slice_of(d["bx"]) \
             == ba.slice_of(d["result"])
         body_root = m.computation("body").root
+        assert body_root is not None
         assert ba.slice_of(d["while"].operands[0]) == ba.slice_of(body_root) \
             == ba.slice_of(d["while"])
         assert ba.slice_of(d["result"]).allocation.maybe_live_out
     seq = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
     temps = seq.temp_allocations
     assert len(temps) == 1
-    # the body's broadcast is a temp placed in the same combined allocation
+    # the body's broadcast is a temp placed in the same combined allocation as the entry's
+    # loop-state index table
     assert seq.slice_of(d["two_b"]).allocation is temps[0]
+    assert seq.slice_of(d["while"]).allocation is temps[0]
 
 
 FUSED = """
@@ -146,7 +197,8 @@ def test_fusion_bodies_unassigned_reduce_bodies_thread_local_and_io_alias() -> N
 
 def test_report_and_json() -> None:
     m, _ = classic()
-    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)),
+                        reuse_operands=False)
     text = ba.report()
     lines = text.splitlines()
     assert lines[0] == "BufferAssignment:"
@@ -187,15 +239,19 @@ def test_colors_get_separate_temp_allocations() -> None:
     m = parse_module(COLORS, verify=True)
     ba = assign_buffers(m)
     validate_buffer_assignment(ba)
-    temps = ba.temp_allocations
-    assert sorted(a.color for a in temps) == [0, 1]
+    # `a` lives in memory space 1: its own temp allocation of color 1; `b` (color 0) is reused
+    # by the output `r`; nothing of color 1 may land in a color-0 allocation
+    assert [a.color for a in ba.temp_allocations] == [1]
     assert ba.slice_of(m.entry.instruction("a")).allocation.color == 1
+    assert ba.slice_of(m.entry.instruction("b")) == ba.slice_of(m.entry.root)
+    assert all(b.color == alloc.color for alloc in ba.allocations for b in alloc.assigned)
 
 
 # ---- validator negative cases ----------------------------------------------------------------
 def _classic_assignment():
     m, d = classic()
-    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)))
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)),
+                        reuse_operands=False)
     temp = ba.temp_allocations[0]
     neg = ba.dataflow.defined_at(d["negate"])
     exp = ba.dataflow.defined_at(d["exp"])

@@ -80,7 +80,11 @@ def test_folds_reduce_convert_reshape_and_gte():
     """
   i = s32[4096] iota(), iota_dimension=0
   ROOT c = f32[4096] convert(i)""",
-], ids=["broadcast", "rng", "parameter", "large-iota-user"])
+    # copies belong to copy insertion
+    """
+  c = f32[2] constant({1, 2})
+  ROOT k = f32[2] copy(c)""",
+], ids=["broadcast", "rng", "parameter", "large-iota-user", "copy"])
 def test_not_folded(body):
     before, after, changed = fold(body)
     assert changed is False

@@ -229,3 +229,45 @@ ENTRY main {
         CHECK-NEXT: }
     """)
     assert_same_numerics(before, after)
+
+
+CONTROL = """HloModule ctrl
+ENTRY main {
+  p = f32[4] parameter(0)
+  e1 = f32[4] exponential(p)
+  e2 = f32[4] exponential(p), control-predecessors={e1}
+  dead = f32[4] negate(p)
+  keep = f32[4] sine(p), control-predecessors={dead}
+  ROOT t = (f32[4], f32[4], f32[4]) tuple(e1, e2, keep)
+}
+"""
+
+
+def test_cse_leaves_instructions_with_control_edges():
+    m = parse(CONTROL)
+    assert CommonSubexpressionElimination().run(m) is False
+
+
+def test_dce_removes_dead_control_predecessor_and_its_edge():
+    before, after, changed = run_passes(CONTROL, [DeadCodeElimination()])
+    assert changed
+    text = printed(after)
+    assert "negate" not in text
+    filecheck(text, """
+        CHECK: %e2 = f32[4]{0} exponential(%p), control-predecessors={%e1}
+        CHECK: %keep = f32[4]{0} sine(%p)
+        CHECK-NOT: control-predecessors
+    """)
+    assert_same_numerics(before, after)
+
+
+def test_cse_never_merges_copies():
+    m = parse("""HloModule copies
+ENTRY main {
+  p = f32[4] parameter(0)
+  c1 = f32[4] copy(p)
+  c2 = f32[4] copy(p)
+  ROOT t = (f32[4], f32[4]) tuple(c1, c2)
+}
+""")
+    assert CommonSubexpressionElimination().run(m) is False

@@ -151,7 +151,9 @@ class _Builder:
                      else (y, x))
         elif kind == "reshape":
             n = s.num_elements
-            target = self.draw(st.sampled_from([(n,), (1, n), self.dims, self.dims[::-1]]))
+            options = [(n,), (1, n)] + [d for d in (self.dims, self.dims[::-1])
+                                        if d[0] * d[1] == n]
+            target = self.draw(st.sampled_from(options))
             self.add(Opcode.RESHAPE, s.with_dims(target), (x,))
         elif kind == "transpose" and s.rank == 2:
             self.add(Opcode.TRANSPOSE, s.with_dims(s.dims[::-1]), (x,), {"dimensions": (1, 0)})

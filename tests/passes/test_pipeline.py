@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.passes.filecheck import filecheck
-from xlc.errors import ParseError, VerificationError, XlcError
+from xlc.errors import ArgumentError, ParseError, VerificationError, XlcError
 from xlc.hlo.ir import HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
@@ -188,6 +188,12 @@ def test_dumps_after_matching_passes(tmp_path):
         CHECK: negate(
         CHECK: ROOT {{.*}}add(
     """)
+
+
+def test_bad_dump_regex(tmp_path):
+    opts = CompileOptions(dump_to=str(tmp_path), dump_pass_re="(")
+    with pytest.raises(ArgumentError, match=r"dump_pass_re '\(' is not a valid regular "):
+        Pipeline("cpu", [Recorder("a")]).run(small_module(), opts)
 
 
 def test_dump_only_before_optimizations_without_regex(tmp_path):

@@ -308,9 +308,10 @@ def _sign(b: ir.IRBuilder, inst: HloInstruction, ops: list[ir.Value]) -> ir.Valu
         zero = lu.const_like(x, 0)
         pos = b.select(b.icmp_signed(">", x, zero), lu.const_like(x, 1), zero)
         return b.select(b.icmp_signed("<", x, zero), lu.const_like(x, -1), pos)
-    if pt.is_integer or pt is PT.PRED:
-        return b.zext(b.icmp_unsigned("!=", x, lu.const_like(x, 0)), x.type) \
-            if pt is not PT.PRED else x
+    if pt is PT.PRED:
+        return x
+    if pt.is_unsigned_int:
+        return b.zext(b.icmp_unsigned("!=", x, lu.const_like(x, 0)), x.type)
     raise _unsupported(inst, pt)
 
 

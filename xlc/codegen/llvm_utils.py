@@ -217,6 +217,43 @@ def store_element(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, offset
     builder.store(value, ptr, align=align or max(1, pt.byte_size))
 
 
+def splat(builder: ir.IRBuilder, scalar: ir.Value, width: int) -> ir.Value:
+    """`<width x T>` with every lane equal to `scalar`."""
+    vty = ir.VectorType(scalar.type, width)
+    one = builder.insert_element(ir.Constant(vty, ir.Undefined), scalar, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+
+def load_vector(builder: ir.IRBuilder, base: ir.Value, offset: ir.Value, pt: PrimitiveType,
+                width: int, align: int | None = None) -> ir.Value:
+    """Load `width` consecutive elements of `pt` starting at element `offset` as a vector
+    (pred is loaded as bytes and compared, giving `<width x i1>`)."""
+    st = storage_type(pt)
+    vty = ir.VectorType(st, width)
+    ptr = builder.gep(base, [offset], inbounds=True, source_etype=st)
+    v = builder.load(ptr, typ=vty, align=align or max(1, pt.byte_size))
+    if pt is PrimitiveType.PRED:
+        return builder.icmp_unsigned("!=", v, const(vty, 0))
+    return v
+
+
+def store_vector(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, offset: ir.Value,
+                 pt: PrimitiveType, align: int | None = None,
+                 nontemporal: bool = False) -> None:
+    """Store a vector of value_type(pt) to consecutive elements from element `offset`.
+
+    `nontemporal` marks the store `!nontemporal` (streaming; cpu-perf.md lesson 3: needs an
+    aligned full-vector store to pay off, e.g. 64 bytes for <16 x float>)."""
+    st = storage_type(pt)
+    if pt is PrimitiveType.PRED:
+        value = builder.zext(value, ir.VectorType(I8, vector_width(value.type)))
+    ptr = builder.gep(base, [offset], inbounds=True, source_etype=st)
+    inst = builder.store(value, ptr, align=align or max(1, pt.byte_size))
+    if nontemporal:
+        inst.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(I32, 1)]))
+
+
 # ---- target machine, verification, optimisation ------------------------------------------
 _lock = threading.RLock()
 _target_machines: dict[tuple[int, bool], llvm.TargetMachine] = {}

@@ -82,8 +82,9 @@ def _weak_node(pt: PT) -> Node:
 def result_type(*types: tuple[PT, bool]) -> tuple[PT, bool]:
     """Promote (element type, is_weak) pairs; returns (element type, is_weak).
 
-    A weak input of type t stands for "some type of t's kind"; the result is weak only when
-    every input is weak (then it keeps the widest weak input's concrete type)."""
+    A weak input of type t stands for "some type of t's kind". As in JAX, the result is weak
+    when the least upper bound is a weak node (i*, f*, c*): then it is the widest weak input
+    of that kind if every input is weak, else the default type of the kind (s32/f32/c64)."""
     assert types, "result_type needs at least one type"
     node: Node | None = None
     for pt, weak in types:

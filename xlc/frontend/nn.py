@@ -60,7 +60,7 @@ def gelu(x: Any, approximate: bool = True) -> Tracer:
     if not t.ptype.is_float:
         t = xnp.astype(t, np.float32)
     if approximate:
-        inner = xnp.multiply(np.sqrt(2 / np.pi), xnp.add(t, xnp.multiply(0.044715,
+        inner = xnp.multiply(float(np.sqrt(2 / np.pi)), xnp.add(t, xnp.multiply(0.044715,
                                                                          xnp.power(t, 3))))
         return xnp.multiply(xnp.multiply(0.5, t), xnp.add(1.0, xnp.tanh(inner)))
     return xnp.multiply(xnp.multiply(0.5, t), xnp.add(1.0, xnp.erf(xnp.multiply(

@@ -189,7 +189,8 @@ class HloComputation:
 
     # ---- building -------------------------------------------------------------------------
     def add_instruction(self, inst: HloInstruction, unique_name: bool = True) -> HloInstruction:
-        """Append `inst` (becoming the root if none is set yet); register it with its operands."""
+        """Append `inst` and register it with its operands' users. The root is not changed: call
+        `set_root` (parsers and builders do) once the computation is complete."""
         assert inst.parent is None, f"{inst.name} already belongs to a computation"
         if unique_name and self.module is not None:
             inst.name = self.module.unique_name(inst.name)

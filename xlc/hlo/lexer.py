@@ -71,6 +71,7 @@ class Cursor:
         self.pos = _SKIP.match(self.text, self.pos).end()  # type: ignore[union-attr]
 
     def at_end(self) -> bool:
+        """True when only whitespace and comments remain."""
         self.skip()
         return self.pos >= len(self.text)
 
@@ -80,6 +81,7 @@ class Cursor:
         return self.text[self.pos] if self.pos < len(self.text) else ""
 
     def peek_str(self, s: str) -> bool:
+        """True when `s` comes next (nothing is consumed)."""
         self.skip()
         return self.text.startswith(s, self.pos)
 
@@ -132,12 +134,14 @@ class Cursor:
         return False
 
     def integer(self, what: str = "integer") -> int:
+        """Consume a (signed) decimal integer or raise `expected <what> but found ...`."""
         m = self.match(_INT)
         if not m:
             self.error(f"expected {what} but found {self.describe()}")
         return int(m.group(0))
 
     def peek_integer(self) -> bool:
+        """True when a decimal integer comes next (nothing is consumed)."""
         self.skip()
         return _INT.match(self.text, self.pos) is not None
 

@@ -16,7 +16,7 @@ from xlc.hlo.shape import PrimitiveType, Shape
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _LIT_TOKEN = re.compile(r"[{}]|[^\s{},]+")
 _ELIDED = re.compile(r"\{\s*\.\.\.\s*\}")
-_SCALAR = re.compile(r"[^\s,(){}]+")
+_SCALAR = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,(){}]+")
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)$")
 
 

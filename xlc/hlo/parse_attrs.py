@@ -76,6 +76,8 @@ def parse_shape_at(cur: Cursor) -> Shape:
         layout = _parse_layout(cur, len(dims))
         shape = Shape.array(et, tuple(dims), layout)
     if m and cur.pos == m.end():
+        if len(_shape_cache) > 4096:  # bound the memo in long-running processes
+            _shape_cache.clear()
         _shape_cache[m.group(0)] = shape
     return shape
 
@@ -134,10 +136,12 @@ def parse_int_list(cur: Cursor) -> tuple[int, ...]:
 
 
 def parse_int(cur: Cursor) -> int:
+    """`3` / `-1`."""
     return cur.integer()
 
 
 def parse_bool(cur: Cursor) -> bool:
+    """`true` / `false`."""
     cur.skip()
     start = cur.pos
     word = cur.bare()
@@ -159,6 +163,7 @@ def parse_word(cur: Cursor) -> str:
 
 
 def parse_quoted(cur: Cursor) -> str:
+    """A double-quoted string; returns the unescaped contents."""
     return cur.string()
 
 

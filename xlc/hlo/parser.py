@@ -65,6 +65,7 @@ class _ParseState:
     callee_refs: list[_CalleeRef] = field(default_factory=list)
     result_checks: list[tuple[HloComputation, Shape, int]] = field(default_factory=list)
     inst_names: set[str] = field(default_factory=set)
+    param_limit: int = -1  # occurrences of `parameter(` in the text, computed on first use
 
 
 def parse_shape(text: str) -> Shape:
@@ -240,21 +241,7 @@ def _parse_computation(cur: Cursor, state: _ParseState) -> tuple[HloComputation,
     comp = HloComputation(name)
     state.comps[name] = comp
     state.module.add_computation(comp)
-    result_shape: Shape | None = None
-    sig_pos = 0
-    if cur.accept("("):
-        if not cur.accept(")"):
-            while True:
-                cur.name("parameter name")
-                cur.expect(":")
-                parse_shape_at(cur)
-                if cur.accept(")"):
-                    break
-                cur.expect(",")
-        cur.expect("->")
-        cur.skip()
-        sig_pos = cur.pos
-        result_shape = parse_shape_at(cur)
+    result_shape, sig_pos = _parse_signature(cur)
     body_pos = cur.expect("{")
     names: dict[str, HloInstruction] = {}
     root: HloInstruction | None = None
@@ -286,23 +273,34 @@ def _parse_computation(cur: Cursor, state: _ParseState) -> tuple[HloComputation,
             cur.error(f"computation '{name}' is missing parameter {i}", body_pos)
     if result_shape is not None:
         state.result_checks.append((comp, result_shape, sig_pos))
-    if cur.peek() == "," and _ATTR_KEY.match(cur.text, _after_comma(cur)):
-        cur.expect(",")
+    if cur.accept(","):
+        cur.skip()
         key_pos = cur.pos
-        key = cur.match(_ATTR_KEY).group(1)  # type: ignore[union-attr]
-        if key != "execution_thread":
-            cur.error(f"unexpected computation attribute '{key}'", key_pos)
+        m = cur.match(_ATTR_KEY)
+        if not m or m.group(1) != "execution_thread":
+            cur.error("expected execution_thread=\"...\" after computation "
+                      f"'{name}'", key_pos)
         comp.execution_thread = cur.string()
     return comp, is_entry, pos
 
 
-def _after_comma(cur: Cursor) -> int:
-    save = cur.pos
-    cur.pos += 1
+def _parse_signature(cur: Cursor) -> tuple[Shape | None, int]:
+    """Optional `(p: shape, ...) -> shape`: parameter names/shapes are not checked (as in
+    XLA); returns the result shape (checked against the root later) and its position."""
+    if not cur.accept("("):
+        return None, 0
+    if not cur.accept(")"):
+        while True:
+            cur.name("parameter name")
+            cur.expect(":")
+            parse_shape_at(cur)
+            if cur.accept(")"):
+                break
+            cur.expect(",")
+    cur.expect("->")
     cur.skip()
     pos = cur.pos
-    cur.pos = save
-    return pos
+    return parse_shape_at(cur), pos
 
 
 def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
@@ -331,7 +329,11 @@ def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
             cur.error("missing parameter number")
         num_pos = cur.pos
         number = cur.integer()
-        if number < 0:
+        # Parameters are numbered 0..n-1, so a number beyond the count of `parameter(` in the
+        # whole text can never be valid (and must not make us allocate a huge list).
+        if state.param_limit < 0:
+            state.param_limit = cur.text.count("parameter(")
+        if number < 0 or number > state.param_limit:
             cur.error(f"bad parameter number {number}", num_pos)
         if number < len(comp.parameters) and comp.parameters[number] is not None:
             cur.error(f"duplicate parameter number {number} in computation '{comp.name}'",

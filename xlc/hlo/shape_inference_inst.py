@@ -14,7 +14,7 @@ from typing import Any
 
 from xlc.hlo import shape_inference as si
 from xlc.hlo.attrs import Window
-from xlc.hlo.ir import HloInstruction
+from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
 from xlc.hlo.shape_inference_util import fail, fmt
@@ -36,7 +36,7 @@ def _one_dim(inst: HloInstruction, key: str = "dimensions") -> int:
     return int(v[0])
 
 
-def _called(inst: HloInstruction, i: int = 0):  # -> HloComputation | None
+def _called(inst: HloInstruction, i: int = 0) -> HloComputation | None:
     return inst.called[i] if len(inst.called) > i else None
 
 

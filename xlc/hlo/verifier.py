@@ -39,6 +39,7 @@ from xlc.hlo.verifier_checks import (
     Violation,
     check_attributes,
     check_called_count,
+    check_layout,
     check_operand_count,
     check_specific,
 )
@@ -177,6 +178,7 @@ def verify_instruction(inst: HloInstruction) -> None:
     try:
         check_operand_count(inst)
         check_called_count(inst)
+        check_layout(inst)
         check_attributes(inst)
         check_specific(inst)
         expected = infer_instruction_shape(inst)
@@ -228,6 +230,9 @@ def _check_calls(module: HloModule) -> None:
                 all_callers.setdefault(id(callee), []).append(inst)
                 if inst.opcode is Opcode.FUSION:
                     fusion_callers.setdefault(id(callee), []).append(inst)
+                elif callee.is_fusion_computation:
+                    raise instruction_error(inst, f"fusion computation '{callee.name}' can only "
+                                                  f"be called by a fusion instruction")
     for key, fusions in fusion_callers.items():
         callers = all_callers[key]
         if len(callers) > 1:

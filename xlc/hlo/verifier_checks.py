@@ -56,6 +56,18 @@ def check_operand_count(inst: HloInstruction) -> None:
         raise Violation("wrong number of operands", f"expected {rule[1]}, got {n}")
 
 
+# ---- layouts --------------------------------------------------------------------------------
+def check_layout(inst: HloInstruction) -> None:
+    """Every array (sub)shape's layout, when present and non-empty, is a permutation of its
+    dimensions (minor to major)."""
+    for _, sub in inst.shape.leaves():
+        lay = sub.layout
+        if sub.is_array and lay is not None and lay.minor_to_major and \
+                sorted(lay.minor_to_major) != list(range(sub.rank)):
+            raise Violation("malformed layout", f"{sub.to_text()} (minor_to_major must be a "
+                                                f"permutation of the {sub.rank} dimensions)")
+
+
 # ---- attributes ----------------------------------------------------------------------------
 _REQUIRED_ATTRS: dict[Opcode, tuple[str, ...]] = {
     Opcode.PARAMETER: ("parameter_number",),

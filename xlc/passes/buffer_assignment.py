@@ -29,17 +29,17 @@ from xlc.passes.dataflow import (
     AliasSet,
     DataflowAnalysis,
     LogicalBuffer,
-    can_share_operand_buffer,
 )
 from xlc.passes.heap_simulator import (
     CPU_ALIGNMENT,
+    HeapBuffer,
     HeapResult,
     SharedUse,
     best_fit_heap,
     no_fragmentation_peak,
     temp_heap_buffers,
 )
-from xlc.passes.ordering import HloOrdering, LiveRanges, SequentialHloOrdering, TimeInterval
+from xlc.passes.ordering import HloOrdering, LiveRanges, SequentialHloOrdering
 
 log = logging.getLogger("xlc.passes.buffer_assignment")
 
@@ -285,8 +285,6 @@ def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
     for aset in thread_local:
         ba._put(ba._new(aset.size, aset.color, is_thread_local=True), aset)
     if live is not None:
-        if reuse_operands:
-            temps = _pack_into_outputs(ba, live, temps)
         _assign_temps_with_heap(ba, live, temps, reuse_operands)
     else:
         _assign_temps_greedy(ba, temps)
@@ -314,78 +312,81 @@ def _in_fusion(df: DataflowAnalysis, buf: LogicalBuffer) -> bool:
 
 def _assign_temps_with_heap(ba: BufferAssignment, live: LiveRanges, temps: list[AliasSet],
                             reuse_operands: bool) -> None:
-    colors = sorted({s.color for s in temps})
-    for color in colors:
+    """Group temps by operand reuse (a chain may end in a live-out value: the whole chain then
+    lives in that output allocation), fill the idle time of output allocations with temps that
+    die before the output is defined, and pack the rest with the heap simulator into one temp
+    allocation per color."""
+    df = ba.dataflow
+    out_sets: dict[int, tuple[BufferAllocation, AliasSet]] = {}
+    if reuse_operands:
+        for alloc in ba.allocations:
+            sets = {df.alias_set(b).id: df.alias_set(b) for b in alloc.assigned}
+            if alloc.kind == OUTPUT and not alloc.is_tuple and len(sets) == 1:
+                (aset,) = sets.values()
+                if live.set_range(aset) is not None:
+                    out_sets[aset.id] = (alloc, aset)
+    for color in sorted({s.color for s in temps}):
         sets = [s for s in temps if s.color == color]
-        groups, shares = temp_heap_buffers(ba.dataflow, live, sets, reuse_operands)
+        outs = [s for _, s in out_sets.values() if s.color == color]
+        groups, shares = temp_heap_buffers(df, live, sets + outs, reuse_operands)
         ba.shares += shares
-        result = best_fit_heap(groups, ba.alignment)
+        windows: dict[int, list[tuple[HeapBuffer, int]]] = {
+            alloc.index: [] for alloc, s in out_sets.values() if s.color == color}
+        heap_groups: list[HeapBuffer] = []
+        for g in groups:
+            owner = next((m for m in g.members if m.id in out_sets), None)  # type: ignore
+            if owner is None:
+                heap_groups.append(g)
+                continue
+            alloc, _ = out_sets[owner.id]  # type: ignore[attr-defined]
+            for m in g.members:
+                if m is not owner:
+                    ba._put(alloc, m, 0)  # type: ignore[arg-type]
+            windows[alloc.index].append((g, 0))
+        if reuse_operands:
+            heap_groups = _fill_output_windows(ba, windows, heap_groups)
+        if not heap_groups and all(ba.has_allocation(s.buffers[0]) for s in sets):
+            continue  # everything lives in output allocations: no temp allocation
+        result = best_fit_heap(heap_groups, ba.alignment)
         alloc = ba._new(result.heap_size, color)
         alloc.heap = result
-        for g in groups:
+        for g in heap_groups:
             chunk = result.chunks[g.key]
             for member in g.members:
-                assert isinstance(member, AliasSet)
-                ba._put(alloc, member, chunk.offset)
-        alloc.peak_buffers = _peak_buffers(groups, live)
+                ba._put(alloc, member, chunk.offset)  # type: ignore[arg-type]
+        alloc.peak_buffers = _peak_buffers(heap_groups, live)
         # sets without a live range (dead code in unscheduled computations) go at the end
-        placed = {id(m) for g in groups for m in g.members}
         for s in sets:
-            if id(s) not in placed:
+            if not ba.has_allocation(s.buffers[0]):
                 off = _round_up(alloc.size, ba.alignment)
                 alloc.size = off + s.size
                 ba._put(alloc, s, off)
 
 
-def _pack_into_outputs(ba: BufferAssignment, live: LiveRanges, temps: list[AliasSet]
-                       ) -> list[AliasSet]:
-    """Place temps that die before an output allocation's value is defined inside that
-    allocation (it exists for the whole run anyway): XLA's operand reuse for live-out buffers,
-    generalised to any temp whose live range ends before the output's begins (or at it, when
-    the output's instruction may reuse the temp's buffer). Returns the temps left over."""
-    df = ba.dataflow
-    left = {s.id: s for s in temps}
-    outputs = [a for a in ba.allocations if a.kind == OUTPUT and not a.is_tuple]
-    for alloc in sorted(outputs, key=lambda a: (-a.size, a.index)):
-        out_sets = {df.alias_set(b).id: df.alias_set(b) for b in alloc.assigned}
-        ranges = [live.set_range(s) for s in out_sets.values()]
-        if any(r is None for r in ranges) or len(out_sets) != 1:
+def _fill_output_windows(ba: BufferAssignment, windows: dict[int, list[tuple[HeapBuffer, int]]],
+                         groups: list[HeapBuffer]) -> list[HeapBuffer]:
+    """Place temp groups inside output allocations wherever they fit in space and time (an
+    output allocation exists for the whole run; before its value is defined it is idle).
+    Returns the groups left for the temp heap."""
+    left = sorted(groups, key=lambda g: (-g.size, g.key))
+    for index in sorted(windows, key=lambda i: (-ba.allocations[i].size, i)):
+        alloc = ba.allocations[index]
+        occupants = windows[index]
+        if not occupants:
             continue
-        out_set = next(iter(out_sets.values()))
-        start = min(r.start for r in ranges if r is not None)
-        placed: list[tuple[TimeInterval, int, int]] = []
-        cands = [s for s in left.values() if s.color == alloc.color and s.size <= alloc.size]
-        for s in sorted(cands, key=lambda s: (-s.size, s.id)):
-            r = live.set_range(s)
-            if r is None or r.end > start:
-                continue
-            share = r.end == start
-            if share and not _output_may_reuse(df, s, out_set):
-                continue
-            used = sorted((off, size) for iv, off, size in placed if iv.overlaps(r))
-            offset = _first_fit(used, s.size, ba.alignment, alloc.size)
+        remaining = []
+        for g in left:
+            used = sorted((off, o.size) for o, off in occupants if o.overlaps(g))
+            offset = _first_fit(used, g.size, ba.alignment, alloc.size) \
+                if g.size <= alloc.size else None
             if offset is None:
+                remaining.append(g)
                 continue
-            placed.append((r, offset, s.size))
-            ba._put(alloc, s, offset)
-            if share:
-                ba.shares.append(SharedUse(s, out_set, out_set.buffers[0].instruction))
-            del left[s.id]
-    return list(left.values())
-
-
-def _output_may_reuse(df: DataflowAnalysis, temp: AliasSet, out: AliasSet) -> bool:
-    if len(out.buffers) != 1 or len(temp.buffers) != 1:
-        return False
-    buf = out.buffers[0]
-    user = buf.instruction
-    if user.opcode is Opcode.COPY or buf.shape.is_tuple:
-        return False
-    for operand in user.operands:
-        if temp.buffers[0] in df.buffers_at(operand, ()):
-            if can_share_operand_buffer(operand, user, (), buf.index):
-                return True
-    return False
+            occupants.append((g, offset))
+            for m in g.members:
+                ba._put(alloc, m, offset)  # type: ignore[arg-type]
+        left = remaining
+    return left
 
 
 def _first_fit(used: list[tuple[int, int]], size: int, alignment: int, limit: int

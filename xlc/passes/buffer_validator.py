@@ -15,8 +15,8 @@ log = logging.getLogger("xlc.passes.buffer_validator")
 def validate_buffer_assignment(ba: BufferAssignment) -> None:
     """Check that:
     1. every buffer outside fused computations has an allocation;
-    2. every (offset, size) lies inside its allocation, is at least the buffer's size, and temp
-       offsets are aligned;
+    2. every (offset, size) lies inside its allocation, is at least the buffer's size, has the
+       allocation's color, and temp/output offsets are aligned;
     3. no two buffers that may be live at the same time overlap in memory: overlapping slices in
        one allocation need the same must-alias set, disjoint live ranges (touching only through
        a legal operand reuse), or, without a total order, `!may_interfere`;
@@ -46,7 +46,11 @@ def _check_bounds(ba: BufferAssignment, alloc: BufferAllocation) -> None:
                 f"{alloc.index} of size {alloc.size}")
         if size < buf.size:
             raise VerificationError(f"buffer {buf} needs {buf.size} bytes but has {size}")
-        if alloc.is_preallocated_temp and off % ba.alignment:
+        if buf.color != alloc.color:
+            raise VerificationError(
+                f"buffer {buf} of color {buf.color} is in allocation {alloc.index} of color "
+                f"{alloc.color}")
+        if (alloc.is_preallocated_temp or alloc.maybe_live_out) and off % ba.alignment:
             raise VerificationError(
                 f"buffer {buf} at offset {off} in allocation {alloc.index} is not aligned to "
                 f"{ba.alignment}")

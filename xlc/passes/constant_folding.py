@@ -4,8 +4,9 @@ An array-shaped instruction whose operands are all constants (or small iotas) is
 `xlc.hlo.evaluator.evaluate_computation` on a tiny detached computation (clones of the operands and
 the instruction) and replaced by a `constant` holding the result.
 
-Not folded: constants/parameters/leaves themselves, broadcasts (a folded broadcast bloats into a
-big constant; the simplifier handles broadcast chains instead), results larger than
+Not folded: constants/parameters/leaves themselves, copies (copy insertion's business),
+broadcasts (a folded broadcast bloats into a big constant; the simplifier handles broadcast
+chains instead), results larger than
 `constant_folding_limit` elements, iota users with results above `iota_user_limit` elements,
 rng and anything with a side effect, control flow (while/conditional/call), custom-calls,
 tuple-shaped results, elided `{...}` operands, instructions with control dependencies, and
@@ -30,7 +31,8 @@ from xlc.passes.edit import control_predecessor_ids, remove_instructions, replac
 log = logging.getLogger("xlc.passes")
 
 _NOT_FOLDED = frozenset({
-    Opcode.BROADCAST, Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL, Opcode.CUSTOM_CALL,
+    Opcode.BROADCAST, Opcode.COPY, Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL,
+    Opcode.CUSTOM_CALL,
     Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE, Opcode.AFTER_ALL,
     Opcode.TUPLE, Opcode.OPT_BARRIER, Opcode.ADD_DEPENDENCY, Opcode.DOMAIN, Opcode.ALL_REDUCE,
     Opcode.PARTITION_ID, Opcode.REPLICA_ID,

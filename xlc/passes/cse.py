@@ -5,10 +5,10 @@ Per computation: first merge constants with equal shapes (layouts included) and 
 `identical` to an earlier one (same opcode, shape, operands, attributes, called computations) by
 that earlier one.
 
-Requires: consistent `users`. Guarantees: numerics unchanged; side-effecting instructions
-(`has_side_effect`, including control flow calling side effects), parameters, instructions with
-control dependencies, and computation roots' identity as a root are preserved (a duplicate root
-is replaced by its twin, which becomes the root).
+Requires: consistent `users`. Guarantees: numerics unchanged; never merges `copy` instructions
+(copy insertion's business), side-effecting instructions (`has_side_effect`, including control
+flow calling side effects), parameters or instructions with control dependencies; a duplicate
+root is replaced by its twin, which becomes the root.
 """
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from xlc.passes.edit import control_predecessor_ids, remove_instructions, replac
 
 log = logging.getLogger("xlc.passes")
 
-_NEVER_CSE = frozenset({Opcode.PARAMETER, Opcode.AFTER_ALL, Opcode.RNG_BIT_GENERATOR})
+# Copies are copy insertion's business: two copies of one value may be needed as distinct buffers.
+_NEVER_CSE = frozenset({Opcode.PARAMETER, Opcode.AFTER_ALL, Opcode.RNG_BIT_GENERATOR,
+                        Opcode.COPY})
 
 
 def _has_control_deps(inst: HloInstruction, successors: set[int]) -> bool:

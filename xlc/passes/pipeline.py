@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, Union, runtime_checkable
 
-from xlc.errors import XlcError
+from xlc.errors import ArgumentError, XlcError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options
 
@@ -113,8 +113,13 @@ class _Runner:
     def __init__(self, pipeline: Pipeline, options: CompileOptions):
         self.pipeline = pipeline
         self.options = options
-        self.dump_re = (re.compile(options.dump_pass_re)
-                        if options.dump_to and options.dump_pass_re else None)
+        self.dump_re: re.Pattern[str] | None = None
+        if options.dump_to and options.dump_pass_re:
+            try:
+                self.dump_re = re.compile(options.dump_pass_re)
+            except re.error as e:
+                raise ArgumentError(f"dump_pass_re {options.dump_pass_re!r} is not a valid "
+                                    f"regular expression: {e}") from None
 
     def run_entries(self, entries: Sequence[PassEntry], module: HloModule) -> bool:
         changed = False

@@ -1,0 +1,101 @@
+"""The optimization entry point every backend uses: run a pass list, schedule, assign buffers.
+
+`standard_passes()` is the backend-independent pipeline (the interpreter's, and the start of the
+CPU/GPU lists): simplification, fusion, multi-output fusion, cleanup, copy insertion and the
+memory scheduler. A backend passes its own list (written as data in its compiler module) to
+`optimize_module`; nothing here branches on the target.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlc.hlo.ir import HloModule
+from xlc.options import CompileOptions, default_options
+from xlc.passes import simplification_passes
+from xlc.passes.buffer_assignment import BufferAssignment, assign_buffers
+from xlc.passes.buffer_validator import validate_buffer_assignment
+from xlc.passes.copy_insertion import CopyInsertion
+from xlc.passes.cse import CommonSubexpressionElimination
+from xlc.passes.dce import DeadCodeElimination
+from xlc.passes.fusion import InstructionFusion
+from xlc.passes.multi_output_fusion import MultiOutputFusion
+from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
+from xlc.passes.scheduler import MemoryScheduler
+
+log = logging.getLogger("xlc.passes.optimize")
+
+MEMORY_STATS_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes",
+                     "alias_bytes", "peak_bytes")
+
+
+def standard_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
+    """The backend-independent pass list, in order, each entry with the reason it sits there."""
+    passes: list[HloPass | FixedPoint] = []
+    # Inline calls and simplify to a fixed point first: fusion decisions need the final graph.
+    passes += simplification_passes(options)
+    if options.fusion:
+        # Producer-consumer fusion (loop and input fusions), then siblings reading one operand.
+        passes += [InstructionFusion(), MultiOutputFusion()]
+        # Fusion can leave duplicates (cloned cheap producers) and dead instructions.
+        passes += [FixedPoint([CommonSubexpressionElimination(), DeadCodeElimination()],
+                              name="fusion-cleanup")]
+    # Copies that while loops, in-place ops and live-out parameters/constants need; after all
+    # graph rewrites so that nothing moves them again.
+    passes.append(CopyInsertion())
+    # Last: the memory-minimising schedule that buffer assignment packs against.
+    passes.append(MemoryScheduler(options.scheduler))
+    return passes
+
+
+@dataclass
+class OptimizedModule:
+    """The result of `optimize_module`: the optimized, scheduled module and its buffers."""
+
+    module: HloModule
+    assignment: BufferAssignment
+    timings: list[PassTiming] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def memory_stats(self) -> dict[str, int]:
+        """Parameter / output / temp / constant / alias / peak bytes (and counts)."""
+        return dict(self.assignment.stats())
+
+    def timing_report(self) -> str:
+        lines = [f"{t.name:<32} {1e3 * t.seconds:9.2f} ms{'  (changed)' if t.changed else ''}"
+                 for t in self.timings]
+        lines.append(f"{'total':<32} {1e3 * self.seconds:9.2f} ms")
+        return "\n".join(lines)
+
+
+def optimize_module(module: HloModule, options: CompileOptions | None = None,
+                    passes: list[HloPass | FixedPoint] | None = None, alignment: int = 64,
+                    name: str = "standard", **overrides: Any) -> OptimizedModule:
+    """Run `passes` (default `standard_passes`) on `module` in place, then assign buffers.
+
+    Requires a verified module. Guarantees: `module.schedule` is set, the returned assignment
+    covers every buffer, and (when `options.verify`) the buffer-assignment validator passed.
+    `overrides` replace CompileOptions fields (e.g. `dump_to=`)."""
+    opts = (options or default_options())
+    if overrides:
+        opts = opts.replace(**overrides)
+    t0 = time.perf_counter()
+    pipeline = Pipeline(name, passes if passes is not None else standard_passes(opts))
+    pipeline.run(module, opts)
+    if module.schedule is None:
+        MemoryScheduler(opts.scheduler).run(module)
+    t1 = time.perf_counter()
+    assignment = assign_buffers(module, alignment=alignment)
+    t2 = time.perf_counter()
+    if opts.verify:
+        validate_buffer_assignment(assignment)
+    timings = list(pipeline.timings) + [PassTiming("buffer_assignment", t2 - t1, False)]
+    if opts.dump_to:
+        from xlc.hlo.printer import print_module
+
+        dump_text(opts, module.name, "after_optimizations.hlo", print_module(module))
+        dump_text(opts, module.name, "buffer-assignment.txt", assignment.report())
+    log.info("optimized %s in %.1f ms", module.name, 1e3 * (time.perf_counter() - t0))
+    return OptimizedModule(module, assignment, timings, time.perf_counter() - t0)
