@@ -9,9 +9,18 @@ import sys as _sys
 
 from xlc import errors
 from xlc.api import ShapeDtype, compile, jit, load
-from xlc.errors import (ArgumentError, ArtifactError, EvaluationError, LoweringError,
-                        ParseError, ShapeError, TraceError, UnsupportedOpError,
-                        VerificationError, XlcError)
+from xlc.errors import (
+    ArgumentError,
+    ArtifactError,
+    EvaluationError,
+    LoweringError,
+    ParseError,
+    ShapeError,
+    TraceError,
+    UnsupportedOpError,
+    VerificationError,
+    XlcError,
+)
 from xlc.frontend import lax, nn
 from xlc.frontend import numpy_api as numpy
 from xlc.options import CompileOptions

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -53,7 +54,11 @@ class ShapeDtype:
 
 # ---- backends ------------------------------------------------------------------------------------
 class Executable(Protocol):
-    """What a backend factory returns."""
+    """What a backend factory `(module, options) -> Executable` returns. The factory runs the
+    backend's pass pipeline on the module it is given (it may modify it) and keeps the
+    result in `optimized` (an `xlc.passes.optimize.OptimizedModule`)."""
+
+    optimized: Any
 
     def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]: ...
 
@@ -69,10 +74,12 @@ def _flatten_value(value: Any, shape: Shape) -> list[np.ndarray]:
 
 
 class InterpreterExecutable:
-    """Runs a module on the numpy reference evaluator (`xlc.hlo.evaluator.evaluate`)."""
+    """Runs the optimized module (fusions, copies and all) on the numpy reference evaluator,
+    so every pass is exercised end to end against the oracle."""
 
     def __init__(self, module: HloModule, options: CompileOptions):
-        self.module = module
+        self.optimized = optimize_module(module, "interpreter", options)
+        self.module = self.optimized.module
         self.options = options
 
     def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
@@ -101,6 +108,37 @@ def _make_executable(module: HloModule, backend: str, options: CompileOptions) -
     if backend not in BACKENDS:
         raise ArgumentError(f"unknown backend '{backend}' (known: {', '.join(sorted(BACKENDS))})")
     return BACKENDS[backend](module, options)
+
+
+# The HLO pass list of each backend: (module, function(options) -> passes), imported lazily.
+_PIPELINES: dict[str, tuple[str, str]] = {
+    "interpreter": ("xlc.passes.optimize", "standard_passes"),
+    "cpu": ("xlc.backend_cpu.compiler", "cpu_passes"),
+    "gpu": ("xlc.passes.optimize", "standard_passes"),
+}
+
+
+def optimize_module(module: HloModule, backend: str | None = None,
+                    options: CompileOptions | None = None, **overrides: Any) -> Any:
+    """Run `backend`'s HLO pass pipeline on `module` (in place) and assign its buffers.
+
+    Returns an `xlc.passes.optimize.OptimizedModule` (`.module`, `.assignment`,
+    `.memory_stats()`); `overrides` replace CompileOptions fields (e.g. `dump_to=`)."""
+    import importlib
+
+    from xlc.passes.optimize import optimize_module as run_pipeline
+
+    opts = options or default_options()
+    if backend is not None:
+        opts = opts.replace(backend=backend)
+    if overrides:
+        opts = opts.replace(**overrides)
+    if opts.backend not in _PIPELINES:
+        raise ArgumentError(f"unknown backend '{opts.backend}' (known: "
+                            f"{', '.join(sorted(_PIPELINES))})")
+    mod_name, fn_name = _PIPELINES[opts.backend]
+    passes = getattr(importlib.import_module(mod_name), fn_name)(opts)
+    return run_pipeline(module, opts, passes=passes, name=opts.backend)
 
 
 def _verify(module: HloModule, options: CompileOptions) -> None:
@@ -142,6 +180,20 @@ def _leaf_labels(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]
         out += [label + p for p in pytree.leaf_paths(td)]
     for k, td in zip(kw_td.keys, kw_td.children):
         out += [f"keyword argument '{k}'" + p for p in pytree.leaf_paths(td)]
+    return out
+
+
+def _param_names(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
+    """HLO parameter names from argument names and pytree paths (`x`, `params_w`, `Arg_1`)."""
+    arg_td, kw_td = in_tree.children
+    out = []
+    bases = [(arg_names[i] if i < len(arg_names) and arg_names[i] else f"Arg_{i}", td)
+             for i, td in enumerate(arg_td.children)]
+    bases += [(str(k), td) for k, td in zip(kw_td.keys, kw_td.children)]
+    for base, td in bases:
+        for p in pytree.leaf_paths(td):
+            name = re.sub(r"[^A-Za-z0-9_]+", "_", base + p).strip("_")
+            out.append(name if name and not name[0].isdigit() else f"Arg_{name}")
     return out
 
 
@@ -192,13 +244,14 @@ class Compiled:
         self.backend = backend
         self.name = name or module.name
         params = module.entry.parameters
-        self.in_avals = list(in_avals) if in_avals is not None else [
+        self.in_avals: list[Aval] = list(in_avals) if in_avals is not None else [
             Aval(p.shape.element_type, p.shape.dims) if p.shape.is_array else None  # type: ignore
             for p in params]
         self.in_tree = in_tree
         self.out_tree = out_tree or _shape_tree(module.entry.root.shape)
         self.arg_names = list(arg_names or [])
-        self._exe = _make_executable(module, backend, options)
+        # The backend optimizes a copy: `module` stays the traced/parsed program.
+        self._exe = _make_executable(module.clone(), backend, options)
 
     @property
     def input_shapes(self) -> tuple[Shape, ...]:
@@ -206,21 +259,25 @@ class Compiled:
         assert self.module.entry is not None
         return tuple(p.shape for p in self.module.entry.parameters)
 
+    def optimized(self) -> Any:
+        """The optimized module the backend runs, with its schedule and buffer assignment
+        (an `xlc.passes.optimize.OptimizedModule`)."""
+        return self._exe.optimized
+
     def as_text(self) -> str:
-        """The module's HLO text."""
+        """The optimized, scheduled module as HLO text."""
         from xlc.hlo.printer import print_module
 
-        return print_module(self.module)
+        return print_module(self.optimized().module)
 
     def memory_stats(self) -> dict[str, int]:
-        """Memory figures of the compiled module (needs buffer assignment)."""
-        raise XlcError("memory_stats() needs the buffer-assignment pass, which is not wired "
-                       "into Compiled yet")
+        """`parameter_bytes`, `output_bytes`, `temp_bytes`, `constant_bytes`, `alias_bytes`,
+        `peak_bytes` (and counts) of the optimized module's buffer assignment."""
+        return dict(self.optimized().memory_stats())
 
     def buffer_assignment_report(self) -> str:
-        """The buffer-assignment report (needs buffer assignment)."""
-        raise XlcError("buffer_assignment_report() needs the buffer-assignment pass, which is "
-                       "not wired into Compiled yet")
+        """The buffer-assignment report of the optimized module."""
+        return str(self.optimized().assignment.report())
 
     def serialize(self, path: str) -> None:
         """Write a serialized executable (arrives with the artifact feature)."""
@@ -399,7 +456,8 @@ class Jitted:
             return self.fn(*full, **kw)
 
         log.debug("tracing %s for %s", self.name, [str(a) for a in avals])
-        traced = trace_to_module(staged, in_tree, avals, self.name)
+        traced = trace_to_module(staged, in_tree, avals, self.name,
+                                 _param_names(in_tree, self._arg_names(args)))
         self._add_aliases(traced, dyn_args, args)
         _verify(traced.module, self.options)
         return Lowered(traced.module, self.options, self.backend, in_tree, avals,
@@ -444,6 +502,8 @@ class Jitted:
         compiled = self._cache.get(key)
         if compiled is None:
             self.misses += 1
+            log.debug("jit(%s): cache miss #%d for (%s) static=%s", self.name, self.misses,
+                      ", ".join(str(a) + ("~" if a.weak else "") for a in avals), static_key)
             compiled = self._lower(args, kwargs, allow_abstract=False).compile()
             self._cache[key] = compiled
         else:
@@ -451,6 +511,9 @@ class Jitted:
         flat = [_convert_arg(x, av, f"{self.name}: {lab}")
                 for x, av, lab in zip(leaves, avals, labels)]
         return compiled.call_flat(flat)
+
+    def __repr__(self) -> str:
+        return f"<xlc.jit({self.name}) backend={self.backend} cache={len(self._cache)}>"
 
     def cache_info(self) -> dict[str, int]:
         """{'hits', 'misses', 'size'} of the per-signature cache."""

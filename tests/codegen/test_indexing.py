@@ -6,6 +6,8 @@ import ctypes
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
@@ -182,3 +184,126 @@ def test_verification_error_names_kernel() -> None:
 
     with pytest.raises(LoweringError, match="LLVM verification failed for kernel 'bad_k'"):
         lu.parse_and_verify(mod, "bad_k")
+
+
+def test_for_nest_and_index_round_trip() -> None:
+    """for_nest over a [3,4,5] array with layout {0,2,1}: multi_to_linear then
+    linear_to_multi gives back the loop indices; each element stores its physical offset."""
+    from xlc.hlo.parser import parse_shape
+    from xlc.hlo.shape import PrimitiveType
+
+    shape = parse_shape("s64[3,4,5]{0,2,1}")
+    name = lu.unique_symbol("nest")
+    mod = lu.new_module(name)
+    fn = ir.Function(mod, ir.FunctionType(lu.VOID, [lu.PTR, lu.PTR]), name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with lu.for_nest(b, shape.dims) as idx:
+        lin = multi_to_linear(b, idx, shape)
+        back = linear_to_multi(b, lin, shape)
+        ok = b.and_(b.and_(b.icmp_signed("==", back[0], idx[0]),
+                           b.icmp_signed("==", back[1], idx[1])),
+                    b.icmp_signed("==", back[2], idx[2]))
+        lu.store_element(b, lin, fn.args[0], lin, shape.element_type)
+        lu.store_element(b, ok, fn.args[1], lin, PrimitiveType.PRED)
+    b.ret_void()
+    lu.compile_module(mod, name)
+    out = np.full(60, -1, np.int64)
+    ok_buf = np.zeros(60, np.bool_)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lu.jit_engine().address(name))(
+        out.ctypes.data, ok_buf.ctypes.data)
+    np.testing.assert_array_equal(out, np.arange(60))
+    assert ok_buf.all()
+    # the element at logical (i, j, k) sits at physical offset of layout {0,2,1}: j major
+    logical = _logical(out, shape)
+    assert logical[1, 2, 3] == (2 * 5 + 3) * 3 + 1
+
+
+# ---- property test: random chains of data-movement ops ------------------------------------
+
+
+def _txt(dims: list[int]) -> str:
+    return "f32[" + ",".join(map(str, dims)) + "]"
+
+
+@st.composite
+def _movement_chain(draw: st.DrawFn) -> tuple[str, list[int], tuple[int, ...]]:
+    """HLO fused-computation text applying 1-4 random movement ops to a random parameter."""
+    rank = draw(st.integers(1, 3))
+    dims = [draw(st.integers(1, 5)) for _ in range(rank)]
+    layout = tuple(draw(st.permutations(list(range(rank)))))
+    lines = [f"  v0 = {_txt(dims)}{{{','.join(map(str, layout))}}} parameter(0)"]
+    cur = list(dims)
+    for k in range(1, draw(st.integers(1, 4)) + 1):
+        kind = draw(st.sampled_from(["transpose", "reverse", "slice", "pad", "reshape",
+                                     "broadcast", "concatenate"]))
+        r = len(cur)
+        src = f"v{k - 1}"
+        if kind == "transpose":
+            perm = draw(st.permutations(list(range(r))))
+            new = [cur[p] for p in perm]
+            attr = f"transpose({src}), dimensions={{{','.join(map(str, perm))}}}"
+        elif kind == "reverse":
+            ds = sorted(draw(st.sets(st.integers(0, r - 1), min_size=1)))
+            new, attr = cur, f"reverse({src}), dimensions={{{','.join(map(str, ds))}}}"
+        elif kind == "slice":
+            parts, new = [], []
+            for d in cur:
+                a = draw(st.integers(0, d - 1))
+                bnd = draw(st.integers(a + 1, d))
+                s = draw(st.integers(1, 3))
+                parts.append(f"[{a}:{bnd}:{s}]")
+                new.append((bnd - a + s - 1) // s)
+            attr = f"slice({src}), slice={{{', '.join(parts)}}}"
+        elif kind == "pad":
+            parts, new = [], []
+            for d in cur:
+                lo = draw(st.integers(-1 if d > 1 else 0, 2))
+                hi = draw(st.integers(0, 2))
+                it = draw(st.integers(0, 1))
+                parts.append(f"{lo}_{hi}_{it}")
+                new.append(d + lo + hi + it * (d - 1))
+            lines.append(f"  z{k} = f32[] constant(-3.5)")
+            attr = f"pad({src}, z{k}), padding={'x'.join(parts)}"
+        elif kind == "reshape":
+            n = 1
+            for d in cur:
+                n *= d
+            first = draw(st.sampled_from([f for f in range(1, n + 1) if n % f == 0]))
+            new = [first, n // first] if draw(st.booleans()) else [n]
+            attr = f"reshape({src})"
+        elif kind == "broadcast":
+            pos = draw(st.integers(0, r))
+            new = cur[:pos] + [draw(st.integers(1, 3))] + cur[pos:]
+            keep = [i for i in range(r + 1) if i != pos]
+            attr = f"broadcast({src}), dimensions={{{','.join(map(str, keep))}}}"
+        else:
+            d = draw(st.integers(0, r - 1))
+            new = list(cur)
+            new[d] *= 2
+            attr = f"concatenate({src}, {src}), dimensions={{{d}}}"
+        lines.append(f"  v{k} = {_txt(new)} {attr}")
+        cur = new
+    last = len([ln for ln in lines if ln.strip().startswith("v")]) - 1
+    lines.append(f"  ROOT out = {_txt(cur)} negate(v{last})")
+    return "fused {\n" + "\n".join(lines) + "\n}", dims, layout
+
+
+@settings(max_examples=25, deadline=None)
+@given(_movement_chain())
+def test_random_movement_chains_match_evaluator(chain: tuple) -> None:
+    body, dims, layout = chain
+    param = f"{_txt(dims)}{{{','.join(map(str, layout))}}}"
+    out_dims = body.split("ROOT out = ")[1].split(" ")[0]
+    m = _module(body, [param], out_dims)
+    name = lu.unique_symbol("chain")
+    mod = lu.new_module(name)
+    _emit_fusion_kernel(mod, name, m.entry.root.fused_computation)
+    lu.compile_module(mod, name, opt_level=1)
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    want = np.asarray(evaluate(m, [x]))
+    root = m.entry.root
+    out = np.empty(root.shape.num_elements, np.float32)
+    buf = _physical(x, m.entry.parameters[0].shape)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lu.jit_engine().address(name))(
+        out.ctypes.data, buf.ctypes.data)
+    np.testing.assert_array_equal(_logical(out, root.shape), want, err_msg=body)

@@ -15,7 +15,7 @@ from xlc.hlo.shape import PrimitiveType as P
 LD = np.longdouble
 # Max ulp error allowed per (function, dtype); the table in xlc/codegen/math.py documents them.
 MAX_ULP = {
-    "exp": (1, 1), "expm1": (2, 2), "log": (1, 1), "log1p": (2.5, 2.5), "tanh": (3, 3),
+    "exp": (1, 1), "expm1": (2, 2), "log": (1, 1), "log1p": (2.5, 2.5), "tanh": (6, 3),
     "logistic": (3, 3), "erf": (3, 3.5), "sin": (2, 2), "cos": (2, 2), "tan": (3.5, 3.5),
     "sqrt": (0.5, 0.5), "rsqrt": (1.5, 1.5), "cbrt": (1, 1), "pow": (1, None),
     "atan2": (3.5, 3.5),
@@ -75,7 +75,8 @@ def _samples(dt: type, lo: float, hi: float, n: int = 20000, seed: int = 0) -> n
 def ulp_error(got: np.ndarray, ref: np.ndarray, dt: type) -> np.ndarray:
     """|got - ref| in units of the spacing of ref rounded to dt (0 where both NaN or equal);
     a correctly rounded result has error <= 0.5."""
-    ref_r = ref.astype(dt)
+    with np.errstate(all="ignore"):
+        ref_r = ref.astype(dt)
     both_nan = np.isnan(got) & np.isnan(ref_r)
     same = (got == ref_r) | both_nan
     with np.errstate(all="ignore"):
@@ -211,3 +212,35 @@ def test_explicit_vector_kernel_with_nontemporal_stores() -> None:
         lu.jit_engine().address(name))(y.ctypes.data, x.ctypes.data, 4096)
     want = np.tanh(np.exp(x.astype(np.float64) * 0.5)) * 0.5
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=0)
+
+
+def test_math_lowers_to_ptx_without_calls() -> None:
+    """Device-free GPU tier: the same IR compiles for NVPTX with no libcalls or externs."""
+    import re
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from xlc.codegen import llvm_utils as lu
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    try:
+        target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    except RuntimeError:
+        pytest.skip("this LLVM has no NVPTX target")
+    tm = target.create_target_machine(cpu="sm_80", opt=2)
+    mod = ir.Module("ptx_math")
+    mod.triple = "nvptx64-nvidia-cuda"
+    mod.data_layout = str(tm.target_data)
+    fns = [(n, f, 1) for n, f in xm.UNARY.items()] + [(n, f, 2) for n, f in xm.BINARY.items()]
+    for name, fn, arity in fns:
+        for ty, tag in ((lu.F32, "f32"), (lu.F64, "f64")):
+            func = ir.Function(mod, ir.FunctionType(ty, [ty] * arity), name=f"{name}_{tag}")
+            b = ir.IRBuilder(func.append_basic_block("entry"))
+            b.ret(fn(b, *func.args))
+    ref = llvm.parse_assembly(str(mod))
+    ref.verify()
+    ptx = tm.emit_assembly(ref)
+    assert re.search(r"\bcall\b", ptx) is None
+    assert ".extern" not in ptx

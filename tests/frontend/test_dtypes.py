@@ -5,9 +5,9 @@ import itertools
 
 import numpy as np
 import pytest
+import xlc.numpy as xnp
 
 import xlc
-import xlc.numpy as xnp
 from xlc.frontend import dtypes
 from xlc.hlo.shape import PrimitiveType as PT
 
@@ -71,3 +71,24 @@ def test_to_ptype_accepts_many_spellings():
     assert dtypes.to_ptype(float) is PT.F32 and dtypes.to_ptype(int) is PT.S32
     assert dtypes.to_ptype("f16") is PT.F16 and dtypes.to_ptype(np.uint16) is PT.U16
     assert dtypes.to_ptype("bfloat16") is PT.BF16
+
+
+def test_bfloat16_and_preferred_element_type():
+    import ml_dtypes
+    import xlc.lax as lax
+
+    a = np.full((2, 3), 1.5, ml_dtypes.bfloat16)
+    b = np.ones((3, 2), np.float32)
+    got = xlc.jit(lambda x, y: (x * 2, x + np.float16(1),
+                                lax.dot_general(x, y.astype(ml_dtypes.bfloat16),
+                                                (((1,), (0,)), ((), ())),
+                                                preferred_element_type=np.float32)))(a, b)
+    assert [g.dtype for g in got] == [np.dtype(ml_dtypes.bfloat16), np.float32, np.float32]
+    np.testing.assert_allclose(got[2], np.full((2, 2), 4.5, np.float32))
+
+
+def test_asarray_of_lists_defaults_to_32_bit():
+    got = xlc.jit(lambda a: (xnp.array([1.5, 2]), xnp.asarray([1, 2]),
+                             xnp.array([[a[0], 1.0], [2.0, a[1]]])))(np.array([5, 6], np.float32))
+    assert [g.dtype for g in got] == [np.float32, np.int32, np.float32]
+    np.testing.assert_array_equal(got[2], [[5, 1], [2, 6]])

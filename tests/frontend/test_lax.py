@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import xlc
 import xlc.lax as lax
 import xlc.numpy as xnp
+
+import xlc
 from tests.frontend.helpers import assert_close, jit_run
 
 R = np.random.default_rng(3)
@@ -258,3 +258,20 @@ def test_reducer_must_not_capture():
     with pytest.raises(xlc.TraceError, match=r"the reducer function of xlc.lax.reduce must not "
                                              r"use traced values of the enclosing function"):
         jit_run(lambda a: lax.reduce(a, 0.0, lambda x, y: x + y + a[0, 0], (0,)), X)
+
+
+def test_control_flow_runs_eagerly_outside_jit():
+    assert_close(lax.fori_loop(0, 3, lambda i, c: c + i, np.float32(0.5)), np.float32(3.5))
+    assert_close(lax.cond(np.bool_(False), lambda v: v * 2, lambda v: v - 1, X), X - 1)
+    carry, ys = lax.scan(lambda c, x: (c + x, c), np.float32(0), np.arange(4, dtype=np.float32))
+    assert_close((carry, ys), (np.float32(6), np.array([0, 0, 1, 3], np.float32)))
+    assert_close(lax.exp(X), np.exp(X), rtol=1e-6)
+
+
+def test_top_k_clamp_bitcast_dot():
+    x = np.array([[3.0, 1.0, 4.0, 1.5], [9.0, 2.0, 6.0, 5.0]], np.float32)
+    got = jit_run(lambda a: (*lax.top_k(a, 2), lax.clamp(0.0, a, 3.0),
+                             lax.bitcast_convert_type(a, np.int32), lax.dot(a, a.T)), x)
+    idx = np.argsort(-x, axis=1, kind="stable")[:, :2].astype(np.int32)
+    want = (np.take_along_axis(x, idx, 1), idx, np.clip(x, 0, 3), x.view(np.int32), x @ x.T)
+    assert_close(got, want, rtol=1e-6)

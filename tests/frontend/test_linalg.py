@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xlc.numpy as xnp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xlc
-import xlc.numpy as xnp
 from tests.frontend.helpers import assert_close, jit_run
 
 R = np.random.default_rng(7)

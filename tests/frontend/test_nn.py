@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 import pytest
+import xlc.nn as nn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import xlc.nn as nn
 from tests.frontend.helpers import assert_close, jit_run
 
 erf = np.vectorize(math.erf)

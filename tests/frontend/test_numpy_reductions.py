@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xlc.numpy as xnp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import xlc.numpy as xnp
 from tests.frontend.helpers import assert_close, jit_run
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -115,3 +115,14 @@ def test_reduction_axis_out_of_bounds_is_trace_error():
     with pytest.raises(xlc.TraceError, match=r"sum: axis 2 is out of bounds for an array of "
                                              r"rank 2 \(at .*test_numpy_reductions.py:\d+\)"):
         jit_run(lambda a: a.sum(axis=2), np.ones((2, 3), np.float32))
+
+
+def test_tracer_methods():
+    x = np.array([[3.0, 1.0, 2.0], [0.5, 5.0, -1.0]], np.float32)
+    got = jit_run(lambda a: (a.sort(), a.argsort(axis=0), a.cumprod(axis=1), a.take([2, 0]),
+                             a.repeat(2, axis=0), a.prod(), a.any(), a.all(axis=0),
+                             a.std(axis=1), a.min(axis=1, keepdims=True), a.argmin()), x)
+    want = (np.sort(x), np.argsort(x, axis=0).astype(np.int32), x.cumprod(axis=1),
+            x.take([2, 0]), x.repeat(2, axis=0), x.prod(), x.any(), x.all(axis=0),
+            x.std(axis=1), x.min(axis=1, keepdims=True), np.int32(x.argmin()))
+    assert_close(got, want, rtol=1e-6)

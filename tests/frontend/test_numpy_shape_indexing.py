@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xlc.numpy as xnp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import xlc
-import xlc.numpy as xnp
 from tests.frontend.helpers import assert_close, jit_run
 
 SETTINGS = settings(max_examples=30, deadline=None)
@@ -189,3 +189,43 @@ def test_reshape_transpose_property(x, data):
     got = jit_run(lambda a: (xnp.transpose(a, perm), xnp.reshape(a, (-1,)),
                              xnp.expand_dims(a, 0)), x)
     assert_close(got, (np.transpose(x, perm), x.reshape(-1), x[None]))
+
+
+@st.composite
+def mixed_index(draw, allow_steps=True):
+    parts = []
+    for n in X.shape:
+        kind = draw(st.sampled_from(["int", "slice", "full", "array", "array2"]))
+        if kind == "int":
+            parts.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            step = draw(st.sampled_from([None, 1, 2, -1] if allow_steps else [None, 1]))
+            lo = draw(st.one_of(st.none(), st.integers(-n, n)))
+            hi = draw(st.one_of(st.none(), st.integers(-n, n)))
+            parts.append(slice(lo, hi, step))
+        elif kind == "full":
+            parts.append(slice(None))
+        else:
+            shape = (2,) if kind == "array" else (2, 1)
+            parts.append(np.array(draw(st.lists(st.integers(-n, n - 1), min_size=2,
+                                                max_size=2)), np.int32).reshape(shape))
+    return tuple(parts)
+
+
+@SETTINGS
+@given(idx=mixed_index())
+def test_mixed_indexing_property(idx):
+    assert_close(jit_run(lambda a: a[idx], X), X[idx])
+
+
+@SETTINGS
+@given(idx=mixed_index(allow_steps=False), mode=st.sampled_from(["set", "add", "max"]))
+def test_at_update_property(idx, mode):
+    v = np.float32(-3.0)
+    got = jit_run(lambda a: getattr(a.at[idx], mode)(v), X)
+    want = X.copy()
+    if mode == "set":
+        want[idx] = v
+    else:
+        {"add": np.add, "max": np.maximum}[mode].at(want, idx, v)
+    assert_close(got, want)

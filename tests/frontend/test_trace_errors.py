@@ -6,10 +6,10 @@ import inspect
 
 import numpy as np
 import pytest
-
-import xlc
 import xlc.lax as lax
 import xlc.numpy as xnp
+
+import xlc
 
 X = np.ones((2, 3), np.float32)
 HINT = (r"its value is not known while tracing\. Use xlc\.lax\.cond / xlc\.lax\.switch for "
@@ -29,8 +29,8 @@ def test_python_if_on_traced_value():
             return x
         return -x
 
-    with pytest.raises(xlc.TraceError, match=r"^Python control flow \(if/while/and/or/bool\(\)\) "
-                                             r"of a traced value pred\[\]: " + HINT + at_line(f, 1)):
+    msg = r"^Python control flow \(if/while/and/or/bool\(\)\) of a traced value pred\[\]: "
+    with pytest.raises(xlc.TraceError, match=msg + HINT + at_line(f, 1)):
         xlc.jit(f)(X)
 
 

@@ -282,6 +282,11 @@ CASES = [
           '  ROOT c = f32[] fusion(p0), kind=kLoop, calls=%fused.3\n'
           '}\n'),
      "unknown computation 'fused.3' in calls", 4, 48),
+    ('huge_parameter_number',
+     H + ('ENTRY e {\n'
+          '  ROOT a = f32[] parameter(99999999999)\n'
+          '}\n'),
+     "bad parameter number 99999999999", 3, 28),
     ('control_pred_undefined',
      H + ('ENTRY e {\n'
           '  p0 = f32[] parameter(0)\n'

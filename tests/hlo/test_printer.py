@@ -244,3 +244,13 @@ def test_literal_round_trip_is_bit_exact(et: PrimitiveType, dims: list[int], see
     got = parse_module(text).entry.root.attrs["literal"].array  # type: ignore[union-attr]
     assert got.dtype == et.dtype and got.shape == tuple(dims)
     assert got.tobytes() == np.ascontiguousarray(arr).tobytes()
+
+
+def test_shape_without_layout_prints_default_layout() -> None:
+    m = HloModule("m")
+    comp = m.new_computation("main", entry=True)
+    p = comp.add_parameter(0, Shape(F32, (2, 3), None), "p")
+    comp.add(Opcode.NEGATE, Shape(F32, (2, 3), None), (p,), name="n")
+    text = print_module(m)
+    assert "%n = f32[2,3]{1,0} negate(%p)" in text
+    assert print_module(parse_module(text)) == text

@@ -4,16 +4,33 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xlc.errors import VerificationError
+from xlc.hlo.evaluator import evaluate, flatten_result
+from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
+from xlc.hlo.verifier import verify_module
 from xlc.passes.buffer_assignment import assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.ordering import DependencyHloOrdering, PredecessorHloOrdering, SequentialHloOrdering
+from xlc.passes.scheduler import MemoryScheduler
 
-from .memory_builders import classic, counting_while, post_order_schedule
+from .memory_builders import (
+    classic,
+    const,
+    counting_while,
+    f32,
+    new_module,
+    post_order_schedule,
+    s32,
+    tuple_,
+)
+from .memory_interpreter import run_with_memory
 
 
 def all_orderings(m):
@@ -298,3 +315,71 @@ def test_validator_rejects_live_out_in_temp_and_written_parameter() -> None:
     with pytest.raises(VerificationError, match="read-only parameter allocation 0 is written "
                                                 "by 'negate'"):
         validate_buffer_assignment(ba)
+
+
+# ---- execution through the assigned memory ---------------------------------------------------
+_UNARY = [Opcode.NEGATE, Opcode.ABS, Opcode.SIN, Opcode.COS, Opcode.TANH]
+_BINARY = [Opcode.ADD, Opcode.SUBTRACT, Opcode.MULTIPLY, Opcode.MAXIMUM, Opcode.MINIMUM]
+
+programs = st.lists(st.tuples(st.sampled_from(["unary", "binary", "dus"]), st.integers(0, 99),
+                              st.integers(0, 99), st.integers(0, 5)), min_size=1, max_size=14)
+
+
+def build_random(ops: list, outs: list[int], n_params: int):
+    """A random flat program over f32[8] values (elementwise ops and in-place updates)."""
+    m, e = new_module("random")
+    vals = [e.add_parameter(i, f32(8), f"p{i}") for i in range(n_params)]
+    upd = e.add_parameter(n_params, f32(2), "upd")
+    for n, (kind, a, b, c) in enumerate(ops):
+        x, y = vals[a % len(vals)], vals[b % len(vals)]
+        if kind == "unary":
+            v = e.add(_UNARY[c % len(_UNARY)], f32(8), (x,), name=f"u{n}")
+        elif kind == "binary":
+            v = e.add(_BINARY[c % len(_BINARY)], f32(8), (x, y), name=f"b{n}")
+        else:
+            k = const(e, c, s32(), f"k{n}")
+            v = e.add(Opcode.DYNAMIC_UPDATE_SLICE, f32(8), (x, upd, k),
+                      {"dynamic_slice_sizes": (2,)}, name=f"d{n}")
+        vals.append(v)
+    picks = [vals[i % len(vals)] for i in outs]
+    e.set_root(picks[0] if len(picks) == 1 else tuple_(e, picks, "out"))
+    return m
+
+
+def _random_topological(comp, rng) -> list:
+    done: set[int] = set()
+    order = []
+    pending = list(comp.instructions)
+    while pending:
+        ready = [i for i in pending if all(o.uid in done for o in i.operands)]
+        pick = ready[int(rng.integers(len(ready)))]
+        pending.remove(pick)
+        done.add(pick.uid)
+        order.append(pick)
+    return order
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs, st.lists(st.integers(0, 99), min_size=1, max_size=3), st.integers(1, 3),
+       st.integers(0, 2**31))
+def test_random_programs_run_correctly_through_their_memory(ops, outs, n_params, seed) -> None:
+    m = build_random(ops, outs, n_params)
+    verify_module(m)
+    rng = np.random.default_rng(seed)
+    args = [rng.uniform(-2, 2, 8).astype(np.float32) for _ in range(n_params)]
+    args.append(rng.uniform(-2, 2, 2).astype(np.float32))
+    want = flatten_result(evaluate(m, args))
+    CopyInsertion().run(m)
+    verify_module(m)
+    MemoryScheduler().run(m)
+    assert m.schedule is not None and m.entry is not None
+    runs = [(assign_buffers(m), m.schedule[m.entry])]
+    dep = assign_buffers(m, DependencyHloOrdering(m))
+    runs += [(dep, _random_topological(m.entry, rng)) for _ in range(2)]
+    runs.append((assign_buffers(m, reuse_operands=False), m.schedule[m.entry]))
+    for ba, order in runs:
+        validate_buffer_assignment(ba)
+        got = run_with_memory(ba, order, args)
+        got_leaves = list(got) if isinstance(got, tuple) else [got]
+        for a, b in zip(want, got_leaves):
+            np.testing.assert_array_equal(a, b)

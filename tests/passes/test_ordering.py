@@ -33,6 +33,10 @@ def test_classic_sequential_lets_param_share_exp_but_dependency_does_not() -> No
     # negate is still needed by add when exp is defined: interferes under both orders
     assert seq.may_interfere(neg, exp, df)
     assert dep.may_interfere(neg, exp, df)
+    # the dataflow argument is optional: the ordering builds its own
+    fresh = DependencyHloOrdering(m)
+    assert fresh.may_interfere(fresh.dataflow.defined_at(d["param"]),
+                               fresh.dataflow.defined_at(d["exp"]))
     # the other sequential order {param, exp, negate, add} lets param share negate instead
     seq2 = SequentialHloOrdering(m, {m.entry: [d["param"], d["exp"], d["negate"], d["add"]]})
     assert seq2.may_interfere(param, exp, df)
@@ -103,6 +107,7 @@ def test_live_ranges_flatten_while_condition_before_body() -> None:
     df = DataflowAnalysis(m)
     sched = post_order_schedule(m)
     live = LiveRanges(m, sched, df)
+    assert SequentialHloOrdering(m, sched).live_ranges(df).buffer_ranges == live.buffer_ranges
     cond, body = m.computation("cond"), m.computation("body")
     assert live.span[cond].end < live.span[body].start
     assert live.span[body].end < live.time(d["while"])

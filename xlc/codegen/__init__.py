@@ -13,12 +13,14 @@
 from xlc.codegen.elemental import ELEMENTAL_GENERATORS, emit_elemental, has_elemental_generator
 from xlc.codegen.indexing import (
     ElementalIrEmitter,
+    IrIndex,
     has_elemental_ir_rule,
     linear_to_multi,
     multi_to_linear,
 )
 
 __all__ = [
-    "ELEMENTAL_GENERATORS", "ElementalIrEmitter", "emit_elemental", "has_elemental_generator",
+    "ELEMENTAL_GENERATORS", "ElementalIrEmitter", "IrIndex", "emit_elemental",
+    "has_elemental_generator",
     "has_elemental_ir_rule", "linear_to_multi", "multi_to_linear",
 ]

@@ -28,6 +28,23 @@ from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 
 log = logging.getLogger("xlc.codegen")
 
+class IrIndex(list):  # type: ignore[type-arg]
+    """A multi-index (list of i64 values) that remembers the physical linear offset it came
+    from, and for which shape (dims + layout), so `multi_to_linear` on an operand of the same
+    shape returns that offset instead of re-linearising (keeps elementwise loops simple and
+    vectorisable)."""
+
+    def __init__(self, values: Sequence[ir.Value], linear: ir.Value | None = None,
+                 shape: Shape | None = None):
+        super().__init__(values)
+        self.linear = linear
+        self.shape_key = _shape_key(shape) if shape is not None else None
+
+
+def _shape_key(shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return shape.dims, _minor_to_major(shape)
+
+
 Index = list[ir.Value]
 ReadParam = Callable[[int, Index], ir.Value]
 
@@ -43,8 +60,8 @@ def _minor_to_major(shape: Shape) -> tuple[int, ...]:
 
 
 def linear_to_multi(b: ir.IRBuilder, linear: ir.Value, shape: Shape) -> Index:
-    """The logical multi-index of physical element `linear` of an array with `shape`'s layout.
-    Requires 0 <= linear < num_elements."""
+    """The logical multi-index (an IrIndex remembering `linear`) of physical element `linear`
+    of an array with `shape`'s layout. Requires 0 <= linear < num_elements."""
     idx: list[ir.Value | None] = [None] * shape.rank
     rem = linear
     m2m = _minor_to_major(shape)
@@ -57,11 +74,15 @@ def linear_to_multi(b: ir.IRBuilder, linear: ir.Value, shape: Shape) -> Index:
         else:
             idx[d] = b.urem(rem, i64(size))
             rem = b.udiv(rem, i64(size))
-    return [v for v in idx if v is not None] if shape.rank else []
+    return IrIndex([v for v in idx if v is not None], linear, shape)
 
 
 def multi_to_linear(b: ir.IRBuilder, index: Sequence[ir.Value], shape: Shape) -> ir.Value:
-    """The physical linear offset of logical `index` in an array with `shape`'s layout."""
+    """The physical linear offset of logical `index` in an array with `shape`'s layout (taken
+    from the index itself when it is an IrIndex made for the same dims and layout)."""
+    if isinstance(index, IrIndex) and index.linear is not None \
+            and index.shape_key == _shape_key(shape):
+        return index.linear
     linear: ir.Value = i64(0)
     stride = 1
     for d in _minor_to_major(shape):
@@ -93,7 +114,7 @@ class ElementalIrEmitter:
     def __init__(self, builder: ir.IRBuilder, read_param: ReadParam):
         self.b = builder
         self.read_param = read_param
-        self._cache: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
+        self._cache: dict[tuple[int, tuple[int, ...]], tuple[tuple[ir.Value, ...], ir.Value]] = {}
         self._globals: dict[int, ir.GlobalVariable] = {}
 
     def clear_cache(self) -> None:
@@ -107,7 +128,7 @@ class ElementalIrEmitter:
         key = (inst.uid, tuple(id(v) for v in index))
         hit = self._cache.get(key)
         if hit is not None:
-            return hit
+            return hit[1]
         rule = _RULES.get(inst.opcode)
         if rule is not None:
             value = rule(self, inst, index)
@@ -116,7 +137,8 @@ class ElementalIrEmitter:
         else:
             raise UnsupportedOpError(
                 f"no elemental IR emitter for '{inst.opcode.text}' ({inst.name})")
-        self._cache[key] = value
+        # the entry keeps the index values alive, so their ids cannot be reused by others
+        self._cache[key] = (tuple(index), value)
         return value
 
     # ---- elementwise and leaves ---------------------------------------------------------------

@@ -256,7 +256,7 @@ def store_vector(builder: ir.IRBuilder, value: ir.Value, base: ir.Value, offset:
 
 # ---- target machine, verification, optimisation ------------------------------------------
 _lock = threading.RLock()
-_target_machines: dict[tuple[int, bool], llvm.TargetMachine] = {}
+_target_machines: dict[tuple[int, bool, bool], llvm.TargetMachine] = {}
 
 
 def host_cpu() -> tuple[str, str]:
@@ -264,19 +264,22 @@ def host_cpu() -> tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-def target_machine(opt: int = 3, jit: bool = False) -> llvm.TargetMachine:
-    """A cached target machine for the host CPU with all its features (PIC relocations so the
-    object code can be saved and loaded elsewhere in the process)."""
+def target_machine(opt: int = 3, jit: bool = False, pic: bool = False) -> llvm.TargetMachine:
+    """A cached target machine for the host CPU with all its features.
+
+    `pic=True` gives position-independent code for object files that are saved and linked
+    elsewhere; code added to the MCJIT engine must use the default relocation model (PIC code
+    crashed in MCJIT once several modules were loaded)."""
     with _lock:
-        key = (opt, jit)
+        key = (opt, jit, pic)
         tm = _target_machines.get(key)
         if tm is None:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             cpu, features = host_cpu()
             tm = llvm.Target.from_default_triple().create_target_machine(
-                cpu=cpu, features=features, opt=opt, reloc="pic", codemodel="jitdefault",
-                jit=jit)
+                cpu=cpu, features=features, opt=opt, reloc="pic" if pic else "default",
+                codemodel="jitdefault", jit=jit)
             _target_machines[key] = tm
         return tm
 
@@ -328,9 +331,10 @@ def optimize(ref: llvm.ModuleRef, level: int = 3) -> llvm.ModuleRef:
     return ref
 
 
-def emit_object(ref: llvm.ModuleRef) -> bytes:
-    """Host object code (ELF) of a (usually optimised) module."""
-    return target_machine().emit_object(ref)
+def emit_object(ref: llvm.ModuleRef, pic: bool = True) -> bytes:
+    """Host object code (ELF, position-independent by default) of a (usually optimised)
+    module."""
+    return target_machine(pic=pic).emit_object(ref)
 
 
 def emit_assembly(ref: llvm.ModuleRef) -> str:
@@ -348,7 +352,7 @@ class JitEngine:
         tm = target_machine(3, jit=True)
         # create_mcjit_compiler takes ownership of tm: drop it from the cache.
         with _lock:
-            _target_machines.pop((3, True), None)
+            _target_machines.pop((3, True, False), None)
         self._engine = llvm.create_mcjit_compiler(backing, tm)
         self._symbols: set[str] = set()
 

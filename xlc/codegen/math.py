@@ -6,10 +6,11 @@ instructions are used (fabs, copysign, rint, floor, trunc, sqrt, fma, fmuladd, m
 never llvm.exp/llvm.tanh/... (those become scalar libm calls on CPU, cpu-perf.md lesson 1).
 f16/bf16 callers extend to f32 first (`xlc.codegen.elemental` does).
 
-Coefficients are exact Taylor/series coefficients or Chebyshev fits computed at import time,
-so nothing is copied from elsewhere. Edge cases (inf, NaN, +-0, denormal inputs and results,
-overflow) are handled with selects. Measured accuracy (tests/codegen/test_math.py, random bit
-patterns over the whole range plus special values; ulp of the correctly rounded result):
+Coefficients are exact Taylor/series coefficients, or our own fits (tanh rational, erf tail
+Chebyshev series) derived by tools/fit_math_coefficients.py and stored as literals so the
+generated code is identical on every machine. Edge cases (inf, NaN, +-0, denormal inputs and
+results, overflow) are handled with selects. Measured accuracy (tests/codegen/test_math.py:
+random bit patterns over the whole range, dense in-domain samples and special values):
 
 | function | f32 max ulp | f64 max ulp | notes                                                    |
 |----------|-------------|-------------|----------------------------------------------------------|
@@ -17,7 +18,7 @@ patterns over the whole range plus special values; ulp of the correctly rounded 
 | expm1    | 2           | 2           | Taylor for |x| < 0.5                                     |
 | log      | 1           | 1           | denormal inputs rescaled                                 |
 | log1p    | 2.5         | 2.5         | Goldberg's u = 1 + x trick                               |
-| tanh     | 3           | 3           | -e / (2 + e), e = expm1(-2|x|)                           |
+| tanh     | 6           | 3           | f32: rational (abs err <= 3.5e-7); f64: via expm1        |
 | logistic | 3           | 3           |                                                          |
 | erf      | 3           | 3.5         | Taylor near 0; else 1 - exp(-x^2) g(x), g Chebyshev fit  |
 | sin, cos | 2           | 2           | for |x| <= 1e4 (f32) / 1e9 (f64); larger: result in      |
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 
 import numpy as np
 from llvmlite import ir
@@ -44,26 +45,30 @@ from llvmlite import ir
 from xlc.codegen.llvm_utils import const, float_bits, intrinsic, with_scalar
 from xlc.errors import LoweringError
 
-getcontext().prec = 60
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
 _LN2 = Decimal("0.693147180559945309417232121458176568075500134360255254120680009")
 
 
-def _split(value: Decimal, bits: int, parts: int) -> list[float]:
-    """value = sum of `parts` floats of the given precision (each the rounded remainder)."""
+def _split_half(value: Decimal, bits: int, parts: int) -> list[float]:
+    """value / 2 = sum of `parts` floats of the given precision (each the rounded remainder)."""
     dt = np.float32 if bits == 32 else np.float64
-    out, rem = [], value
-    for _ in range(parts):
-        c = float(dt(float(rem)))
-        out.append(c)
-        rem -= Decimal(c)
+    out = []
+    with localcontext() as ctx:
+        ctx.prec = 60
+        rem = value / 2
+        for _ in range(parts):
+            c = float(dt(float(rem)))
+            out.append(c)
+            rem -= Decimal(c)
     return out
 
 
-_PIO2 = {32: _split(_PI / 2, 32, 3), 64: _split(_PI / 2, 64, 3)}
+_PIO2 = {32: _split_half(_PI, 32, 3), 64: _split_half(_PI, 64, 3)}
 # ln2 = hi + lo with hi short enough that n * hi is exact for every exponent n in range.
 _LN2_HI = {32: 0.693359375, 64: 6.93147180369123816490e-01}
-_LN2_LO = {b: float(_LN2 - Decimal(_LN2_HI[b])) for b in (32, 64)}
+with localcontext() as _ctx:
+    _ctx.prec = 60
+    _LN2_LO = {b: float(_LN2 - Decimal(_LN2_HI[b])) for b in (32, 64)}
 
 
 class _F:
@@ -250,13 +255,37 @@ def log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 # ---- hyperbolic / sigmoid -----------------------------------------------------------------
+# tanh(x) ~ x P(x^2) / Q(x^2) on |x| <= _TANH_CLAMP, own Sanathanan-Koerner fit
+# (tools/fit_math_coefficients.py); Q has positive coefficients, so no poles.
+_TANH_CLAMP = 7.905311107635498
+_TANH_P = [
+    -1.1786818537255078e-13, 6.435944138738492e-11, -2.243788443934136e-08, 1.1669410014292225e-05,
+    0.003151791635900736, 0.13126486539840698, 1.0
+]
+_TANH_Q = [
+    0.0002616591809783131, 0.024684546515345573, 0.4645981788635254, 1.0
+]
+
+
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """tanh(x) = -e / (2 + e) with e = expm1(-2|x|) in (-1, 0], sign restored: no overflow,
-    full relative accuracy near 0, exactly +-1 for large |x|."""
+    """tanh. f32: odd rational x P(x^2) / Q(x^2) on the clamped argument (11 fma + 1 divide:
+    the fast form for fused elementwise loops), x itself for |x| < 2^-12, exactly +-1 for
+    |x| >= 9.1.
+    f64: -e / (2 + e) with e = expm1(-2|x|), sign restored (no overflow, full relative
+    accuracy near 0)."""
     f = _F(b, x.type)
-    e = expm1(b, f.mul(f.c(-2.0), f.abs(x)))
-    res = f.div(f.neg(e), f.add(f.c(2.0), e))
-    return f.copysign(res, x)
+    if f.is64:
+        e = expm1(b, f.mul(f.c(-2.0), f.abs(x)))
+        res = f.div(f.neg(e), f.add(f.c(2.0), e))
+        return f.copysign(res, x)
+    xc = f.minnum(f.maxnum(x, f.c(-_TANH_CLAMP)), f.c(_TANH_CLAMP))
+    z = f.mul(xc, xc)
+    res = f.div(f.mul(xc, f.poly(z, _TANH_P)), f.poly(z, _TANH_Q))
+    res = f.minnum(f.maxnum(res, f.c(-1.0)), f.c(1.0))
+    res = f.sel(f.cmp("<", f.abs(x), f.c(2.0 ** -12)), x, res)
+    # tanh rounds to exactly +-1 from |x| ~ 9.01 on (so 1 + tanh(x) is 0 there, as in numpy)
+    res = f.sel(f.cmp(">=", f.abs(x), f.c(9.1)), f.copysign(f.c(1.0), x), res)
+    return f.sel(f.isnan(x), x, res)
 
 
 def logistic(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -274,24 +303,23 @@ _ERF_LO = {32: 1.0, 64: 1.5}  # Taylor below, erfc tail fit above
 _ERF_HI = {32: 4.0, 64: 6.0}
 
 
-def _erfc_scaled(x: float) -> float:
-    return math.erfc(x) * math.exp(x * x)
-
-
-def _cheb_fit(fn: Callable[[float], float], lo: float, hi: float, bits: int) -> list[float]:
-    """Chebyshev coefficients of fn on [lo, hi] (least squares at Chebyshev nodes rounded to a
-    2^-20 grid, so x*x is exact inside fn), truncated below the target precision."""
-    t = np.cos(np.pi * (np.arange(600) + 0.5) / 600)
-    x = np.round((lo + (hi - lo) * (t + 1) / 2) * 2.0 ** 20) / 2.0 ** 20
-    t = (2 * x - (lo + hi)) / (hi - lo)
-    coeffs = np.polynomial.chebyshev.chebfit(t, np.array([fn(v) for v in x]), 40)
-    eps = 2.0 ** -(58 if bits == 64 else 30)
-    keep = int(np.nonzero(np.abs(coeffs) > eps * abs(coeffs[0]))[0].max()) + 1
-    dt = np.float32 if bits == 32 else np.float64
-    return [float(dt(c)) for c in coeffs[:keep]]
-
-
-_ERF_CHEB = {bits: _cheb_fit(_erfc_scaled, _ERF_LO[bits], _ERF_HI[bits], bits) for bits in (32, 64)}
+# erfc(x) e^(x^2) on [_ERF_LO, _ERF_HI] as Chebyshev series (tools/fit_math_coefficients.py)
+_ERF_CHEB_32 = [
+    0.24442575871944427, -0.1358986347913742, 0.03563511371612549, -0.008884098380804062,
+    0.0021184240467846394, -0.00048539877752773464, 0.00010727375774877146, -2.2936634195502847e-05,
+    4.756874659506138e-06, -9.589945193511085e-07, 1.8829007331078174e-07, -3.606320575499922e-08,
+    6.747602032675104e-09, -1.2349070654948946e-09
+]
+_ERF_CHEB_64 = [
+    0.17400329655736146, -0.10507837691534709, 0.030630214562378896, -0.00864837395797402,
+    0.002371598911229688, -0.0006330667205859446, 0.0001648119113635384, -4.191512763239484e-05,
+    1.0428330004390812e-05, -2.5413433431856268e-06, 6.072911263653182e-07, -1.4244393196645447e-07,
+    3.282381162448734e-08, -7.436686385165839e-09, 1.657794475222985e-09, -3.6385686131028195e-10,
+    7.867609805924896e-11, -1.6769158051452407e-11, 3.5249802565380654e-12, -7.311333772722942e-13,
+    1.4984344454371238e-13, -3.0255849013933345e-14, 6.026154420148602e-15, -1.2727675306599011e-15,
+    2.2057912594875185e-16, -4.371336717252396e-17, 2.7096825899927283e-17
+]
+_ERF_CHEB = {32: _ERF_CHEB_32, 64: _ERF_CHEB_64}
 
 
 def _clenshaw(f: _F, t: ir.Value, coeffs: Sequence[float]) -> ir.Value:

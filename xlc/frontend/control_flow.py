@@ -14,9 +14,19 @@ from typing import Any
 import numpy as np
 
 from xlc.frontend import dtypes, pytree
+from xlc.frontend.eager import eager_ok
 from xlc.frontend.staging import Aval, new_sub_builder, probe, zeros_of
-from xlc.frontend.tracer import (Builder, CaptureList, Tracer, as_tracer, convert, emit,
-                                 is_arraylike, push_builder, trace_error)
+from xlc.frontend.tracer import (
+    Builder,
+    CaptureList,
+    Tracer,
+    as_tracer,
+    convert,
+    emit,
+    is_arraylike,
+    push_builder,
+    trace_error,
+)
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType as PT
 from xlc.hlo.shape import Shape
@@ -121,6 +131,7 @@ def _close(region: _Region, outs: list[Tracer], caps_total: int) -> None:
 
 
 # ---- while ---------------------------------------------------------------------------------------
+@eager_ok
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
                init_val: Any) -> Any:
     """Repeat `val = body_fun(val)` while `cond_fun(val)` (a scalar bool) holds; HLO `while`.
@@ -158,6 +169,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
     return pytree.unflatten(td, res)
 
 
+@eager_ok
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """`for i in range(lower, upper): val = body_fun(i, val)` as a while loop (bounds may be
     traced; the counter is s32 for Python ints)."""
@@ -189,14 +201,17 @@ def _conditional(selector: Tracer, branches: Sequence[Callable[..., Any]], names
         r = _Region(f"{what}.branch_{i}", f"{what} {name}", leaves, caps)
         with push_builder(r.builder):
             o, otd = _outputs(fn(*pytree.unflatten(td, r.inputs)), f"{what} {name}")
-        regions.append(r), outs.append(o), tds.append(otd)
+        regions.append(r)
+        outs.append(o)
+        tds.append(otd)
     outs = _match_types(what, names, outs, tds, [r.builder for r in regions])
     ncap = len(caps.values)
     for r, o in zip(regions, outs):
         _close(r, o, ncap)
         r.finish(Shape.tuple_of([t.aval for t in leaves] + [c.aval for c in caps.values]))
     out_shape = Shape.tuple_of([t.aval for t in outs[0]] + [c.aval for c in caps.values])
-    for r, o in zip(regions, outs):
+    for r in regions:
+        assert r.builder.comp.root is not None
         r.builder.comp.root.shape = out_shape
     arg = emit(Opcode.TUPLE, regions[0].param.aval, [*leaves, *caps.values], op_name="tuple")
     c = emit(Opcode.CONDITIONAL, out_shape, [selector] + [arg] * len(regions),
@@ -206,6 +221,7 @@ def _conditional(selector: Tracer, branches: Sequence[Callable[..., Any]], names
     return pytree.unflatten(tds[0], res)
 
 
+@eager_ok
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
          *operands: Any) -> Any:
     """`true_fun(*operands)` if pred else `false_fun(*operands)`; HLO `conditional`. A Python
@@ -223,6 +239,7 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     return _conditional(p, [true_fun, false_fun], ["true_fun", "false_fun"], operands, "cond")
 
 
+@eager_ok
 def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
     """`branches[index](*operands)` with index clamped into range; HLO `conditional` with an
     s32 index."""
@@ -241,6 +258,7 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
 
 
 # ---- scan --------------------------------------------------------------------------------------
+@eager_ok
 def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
          length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
     """`carry, y = f(carry, x)` over the leading axis of `xs`; returns (final carry, stacked

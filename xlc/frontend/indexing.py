@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from xlc.frontend import lax as _lax
+from xlc.frontend.eager import eager_ok
 from xlc.frontend.tracer import Tracer, as_tracer, trace_error
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType as PT
@@ -71,20 +72,22 @@ def _static_int(e: int, size: int, axis: int) -> int:
 
 def _apply_slices(x: Tracer, entries: list[Any]) -> Tracer:
     """Apply the slice entries (one per dim), keeping every dim."""
-    start, limit, stride, rev = [], [], [], []
+    bounds: list[tuple[int, int, int]] = []
+    rev = []
     for d, (e, n) in enumerate(zip(entries, x.shape)):
         if not isinstance(e, slice):
-            start.append(0), limit.append(n), stride.append(1)
+            bounds.append((0, n, 1))
             continue
         a, b, s = e.indices(n)
         count = len(range(a, b, s))
-        if s > 0:
-            start.append(a), limit.append(a + builtins.max(count - 1, 0) * s + (count > 0))
-            stride.append(s)
-        else:
-            last = a + (count - 1) * s if count else 0
-            start.append(last), limit.append(a + 1 if count else 0), stride.append(-s)
+        if count == 0:
+            bounds.append((0, 0, 1))
+        elif s > 0:
+            bounds.append((a, a + (count - 1) * s + 1, s))
+        else:  # slice the same elements ascending, then reverse the dim
+            bounds.append((a + (count - 1) * s, a + 1, -s))
             rev.append(d)
+    start, limit, stride = ([b[i] for b in bounds] for i in range(3))
     y = _lax.slice(x, start, limit, stride)
     return _lax.rev(y, rev)
 
@@ -177,6 +180,7 @@ def _advanced_getitem(x: Tracer, entries: list[Any]) -> Tracer:
     return _lax.gather(x, indices, offset, adv, adv, nb, sizes)
 
 
+@eager_ok
 def take(a: Any, indices: Any, axis: int | None = None) -> Tracer:
     """Elements of `a` at integer `indices` along `axis` (of the flattened array if None)."""
     from xlc.frontend import numpy_api as xnp
@@ -189,6 +193,7 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Tracer:
     return getitem(t, (slice(None),) * ax + (idx,))
 
 
+@eager_ok
 def take_along_axis(arr: Any, indices: Any, axis: int) -> Tracer:
     """numpy.take_along_axis: `indices` has `arr`'s rank; picks along `axis`."""
     t = as_tracer(arr)
@@ -307,9 +312,11 @@ def update(x: Tracer, idx: Any, v: Any, mode: str) -> Tracer:
         for d, (e, n) in enumerate(zip(entries, x.shape)):
             if isinstance(e, slice):
                 a, b, _ = e.indices(n)
-                starts.append(a), region.append(builtins.max(b - a, 0))
+                starts.append(a)
+                region.append(builtins.max(b - a, 0))
             else:
-                starts.append(_static_int(e, n, d)), region.append(1)
+                starts.append(_static_int(e, n, d))
+                region.append(1)
         if 0 in region:
             return x
         upd = _lax.reshape(value, region)

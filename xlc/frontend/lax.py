@@ -13,15 +13,13 @@ from typing import Any
 import numpy as np
 
 from xlc.frontend import dtypes
+from xlc.frontend.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
 from xlc.frontend.eager import eager_ok
 from xlc.frontend.staging import monoid_computation, trace_scalar_computation
 from xlc.frontend.tracer import Tracer, as_tracer, emit, infer, trace_error, type_of
 from xlc.hlo.attrs import ConvDimLabels, PaddingConfig, SliceDim, Window, WindowDim
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
-
-from xlc.frontend.control_flow import (cond, fori_loop, scan, switch,  # noqa: E402,F401
-                                       while_loop)
 
 
 def _ints(xs: Any) -> tuple[int, ...]:
@@ -291,7 +289,7 @@ def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any) -> Tra
 
 # ---- reductions --------------------------------------------------------------------------------
 @eager_ok
-def reduce(operands: Any, init_values: Any, computation: Callable[..., Any],
+def reduce(operands: Any, init_values: Any, computation: Callable[..., Any] | Opcode,
            dimensions: Sequence[int]) -> Any:
     """HLO `reduce` of one array or a tuple/list of arrays over `dimensions`. `computation`
     is a Python function of 2N scalars (accumulators first, then the new values) returning N
@@ -302,7 +300,10 @@ def reduce(operands: Any, init_values: Any, computation: Callable[..., Any],
     inits = [as_tracer(v, x.ptype) for v, x in
              zip([init_values] if single else init_values, xs)]
     dims = tuple(sorted(d % xs[0].ndim for d in _ints(dimensions))) if xs[0].ndim else ()
-    if isinstance(computation, Opcode) and len(xs) == 1:
+    if isinstance(computation, Opcode):
+        if len(xs) != 1:
+            raise trace_error("reduce: an Opcode reducer needs exactly one operand; pass a "
+                              "Python function for variadic reductions")
         reducer = monoid_computation(computation, xs[0].ptype)
     else:
         reducer, _ = trace_scalar_computation(
@@ -372,6 +373,7 @@ def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: in
             else:
                 eq = xnp.logical_not(xnp.logical_or(lt, _total_lt(xnp, b, a)))
                 result = xnp.logical_or(lt, xnp.logical_and(eq, result))
+        assert result is not None
         return result
 
     types = [t for x in xs for t in (x.ptype, x.ptype)]
@@ -393,6 +395,43 @@ def _total_lt(xnp: Any, a: Tracer, b: Tracer) -> Tracer:
         return xnp.less(a, b)
     a_nan, b_nan = xnp.not_equal(a, a), xnp.not_equal(b, b)
     return xnp.logical_or(xnp.less(a, b), xnp.logical_and(xnp.logical_not(a_nan), b_nan))
+
+
+@eager_ok
+def top_k(operand: Any, k: int) -> tuple[Tracer, Tracer]:
+    """HLO `topk`: the k largest entries along the last axis (sorted descending) and their
+    s32 indices."""
+    x = as_tracer(operand)
+    if x.ndim == 0 or not 0 <= int(k) <= x.shape[-1]:
+        raise trace_error(f"top_k: k={k} must be in [0, {x.shape[-1] if x.ndim else 0}] for "
+                          f"{x.aval_text}")
+    out = infer("infer_topk", x.aval, int(k))
+    r = emit(Opcode.TOPK, out, [x], {"k": int(k), "largest": True}, op_name="top_k")
+    return get_tuple_element(r, 0), get_tuple_element(r, 1)
+
+
+@eager_ok
+def clamp(min: Any, x: Any, max: Any) -> Tracer:  # noqa: A002
+    """HLO `clamp(min, x, max)`; min/max may be scalars."""
+    t = as_tracer(x)
+    lo, hi = as_tracer(min, t.ptype), as_tracer(max, t.ptype)
+    out = infer("infer_clamp", lo.aval, t.aval, hi.aval)
+    return emit(Opcode.CLAMP, out, [lo, t, hi], op_name="clamp", weak=t.weak_type)
+
+
+@eager_ok
+def bitcast_convert_type(operand: Any, new_dtype: Any) -> Tracer:
+    """HLO `bitcast-convert`: reinterpret the bits (a width change adds/removes a minor dim)."""
+    x = as_tracer(operand)
+    pt = dtypes.to_ptype(new_dtype)
+    out = infer("infer_bitcast_convert", x.aval, pt)
+    return emit(Opcode.BITCAST_CONVERT, out, [x], op_name="bitcast_convert_type")
+
+
+def dot(lhs: Any, rhs: Any, preferred_element_type: Any = None) -> Tracer:
+    """Vector/matrix dot: contracts the last dim of lhs with the first of rhs."""
+    a, b = as_tracer(lhs), as_tracer(rhs)
+    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), preferred_element_type)
 
 
 # ---- gather / scatter ------------------------------------------------------------------------
@@ -444,3 +483,26 @@ def scatter(operand: Any, scatter_indices: Any, updates: Any, update_window_dims
 def shape_of(x: Any) -> Shape:
     """The HLO Shape of a traced or numpy value."""
     return as_tracer(x).aval
+
+
+# ---- elementwise aliases (jax.lax spellings), resolved lazily from xlc.numpy -----------------
+_ELEMENTWISE_ALIASES = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "max": "maximum",
+    "min": "minimum", "pow": "power", "neg": "negative", "abs": "abs", "sign": "sign",
+    "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "tanh": "tanh",
+    "logistic": "logistic", "sqrt": "sqrt", "rsqrt": "rsqrt", "cbrt": "cbrt", "sin": "sin",
+    "cos": "cos", "tan": "tan", "erf": "erf", "floor": "floor", "ceil": "ceil",
+    "round": "round", "is_finite": "isfinite", "atan2": "arctan2", "rem": "fmod",
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor", "bitwise_not": "invert", "shift_left": "left_shift",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`xlc.lax.exp`, `xlc.lax.add`, ...: the xlc.numpy elementwise functions."""
+    if name in _ELEMENTWISE_ALIASES:
+        from xlc.frontend import numpy_api
+
+        return getattr(numpy_api, _ELEMENTWISE_ALIASES[name])
+    raise AttributeError(f"module 'xlc.lax' has no attribute {name!r}")

@@ -96,8 +96,8 @@ def _broadcast_all(op: str, xs: list[Tracer]) -> list[Tracer]:
     return [_bcast(x, shape) for x in xs]
 
 
-# ---- elementwise ----------------------------------------------------------------------------------
-def _binary(opcode: Opcode, name: str, x: Any, y: Any, out_ptype: PT | None = None) -> Tracer:
+# ---- elementwise ------------------------------------------------------------------------
+def _binary(opcode: Opcode, name: str, x: Any, y: Any) -> Tracer:
     a, b = _broadcast_all(name, promote(x, y))
     shape = infer("infer_binary", opcode, a.aval, b.aval)
     return emit(opcode, shape, [a, b], op_name=name, weak=a.weak_type and b.weak_type)
@@ -447,118 +447,55 @@ def astype(x: Any, dtype: Any) -> Tracer:
     return _lax.convert_element_type(t, pt)
 
 
-# ---- creation ----------------------------------------------------------------------------------------
-def _shape_tuple(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+@eager_ok
+def log2(x: Any) -> Tracer:
+    """Base-2 logarithm."""
+    t = as_tracer(x)
+    return true_divide(log(t), np.log(2.0).item())
 
 
 @eager_ok
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Tracer:
-    """An array of `shape` filled with `fill_value` (dtype defaults to the value's)."""
-    pt = dtypes.to_ptype(dtype) if dtype is not None else None
-    v = as_tracer(fill_value, pt)
-    if v.ndim:
-        return broadcast_to(v, _shape_tuple(shape))
-    return _lax.broadcast_in_dim(v, _shape_tuple(shape), ())
+def log10(x: Any) -> Tracer:
+    """Base-10 logarithm."""
+    return true_divide(log(x), np.log(10.0).item())
 
 
 @eager_ok
-def zeros(shape: Any, dtype: Any = None) -> Tracer:
-    """Zeros of `shape` (f32 by default)."""
-    return full(shape, 0, dtype or np.float32)
+def exp2(x: Any) -> Tracer:
+    """2 ** x."""
+    return exp(multiply(x, np.log(2.0).item()))
 
 
 @eager_ok
-def ones(shape: Any, dtype: Any = None) -> Tracer:
-    """Ones of `shape` (f32 by default)."""
-    return full(shape, 1, dtype or np.float32)
+def sinh(x: Any) -> Tracer:
+    """Hyperbolic sine, (e^x - e^-x) / 2."""
+    return multiply(subtract(exp(x), exp(negative(x))), 0.5)
 
 
 @eager_ok
-def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Tracer:
-    """Like `full` with `a`'s shape and dtype by default."""
-    t = as_tracer(a)
-    return full(t.shape if shape is None else shape, fill_value, dtype or t.ptype)
+def cosh(x: Any) -> Tracer:
+    """Hyperbolic cosine, (e^x + e^-x) / 2."""
+    return multiply(add(exp(x), exp(negative(x))), 0.5)
 
 
 @eager_ok
-def zeros_like(a: Any, dtype: Any = None) -> Tracer:
-    """Zeros with `a`'s shape and dtype."""
-    return full_like(a, 0, dtype)
+def isclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> Tracer:
+    """|a - b| <= atol + rtol * |b| elementwise (NaNs are not close)."""
+    return less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
 
 
 @eager_ok
-def ones_like(a: Any, dtype: Any = None) -> Tracer:
-    """Ones with `a`'s shape and dtype."""
-    return full_like(a, 1, dtype)
+def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> Tracer:
+    """True when every element is close (see isclose)."""
+    from xlc.frontend.numpy_reductions import all as _all
+
+    return _all(isclose(a, b, rtol, atol))
 
 
-@eager_ok
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Tracer:
-    """Evenly spaced values in [start, stop) (static bounds; s32 for ints, f32 for floats)."""
-    if stop is None:
-        start, stop = 0, start
-    for v in (start, stop, step):
-        if isinstance(v, Tracer):
-            raise trace_error("arange: start/stop/step must be static Python numbers, got a "
-                              "traced value")
-    n = builtins.max(int(np.ceil((stop - start) / step)), 0)
-    if dtype is None:
-        is_int = builtins.all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
-        pt = PT.S32 if is_int else PT.F32
-    else:
-        pt = dtypes.to_ptype(dtype)
-    i = _lax.iota(pt, n)
-    if step != 1:
-        i = multiply(i, as_tracer(step, pt))
-    if start != 0:
-        i = add(i, as_tracer(start, pt))
-    return i
-
-
-@eager_ok
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
-             dtype: Any = None) -> Tracer:
-    """`num` evenly spaced values from start to stop (static bounds)."""
-    pt = dtypes.to_ptype(dtype) if dtype is not None else PT.F32
-    div = (num - 1) if endpoint else num
-    step = (stop - start) / div if div > 0 else 0.0
-    i = _lax.convert_element_type(_lax.iota(PT.S32, num), PT.F32)
-    return astype(add(multiply(i, step), start), pt)
-
-
-@eager_ok
-def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None) -> Tracer:
-    """Identity-like matrix with ones on diagonal k."""
-    m = n if m is None else m
-    rows = _lax.broadcasted_iota(PT.S32, (n, m), 0)
-    cols = _lax.broadcasted_iota(PT.S32, (n, m), 1)
-    return astype(equal(add(rows, k), cols), dtype or np.float32)
-
-
-@eager_ok
-def asarray(x: Any, dtype: Any = None) -> Tracer:
-    """A traced array from a Tracer, numpy array or (nested lists of) scalars."""
-    if isinstance(x, Tracer):
-        return x if dtype is None else astype(x, dtype)
-    if isinstance(x, (list, tuple)):
-        if builtins.any(isinstance(v, Tracer) for v in np.ravel(np.array(x, dtype=object))):
-            return stack([asarray(v) for v in x])
-        x = np.asarray(x)
-        if x.dtype == np.float64:
-            x = x.astype(np.float32)
-        elif x.dtype == np.int64:
-            x = x.astype(np.int32)
-    return as_tracer(x, dtypes.to_ptype(dtype) if dtype is not None else None)
-
-
-array = asarray
-
-
+from xlc.frontend.indexing import take, take_along_axis  # noqa: E402,F401
+from xlc.frontend.numpy_creation import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_creation import full, ones_like, zeros_like  # noqa: E402,F401
+from xlc.frontend.numpy_linalg import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_reductions import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_shape import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_shape import broadcast_to, stack  # noqa: E402,F401
-from xlc.frontend.numpy_reductions import *  # noqa: E402,F401,F403
-from xlc.frontend.numpy_linalg import *  # noqa: E402,F401,F403
-from xlc.frontend.indexing import take, take_along_axis  # noqa: E402,F401

@@ -7,6 +7,7 @@ root is the single output leaf or a tuple of all output leaves.
 """
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,11 +16,21 @@ from typing import Any
 import numpy as np
 
 from xlc.frontend import pytree
-from xlc.frontend.tracer import (Builder, Tracer, as_tracer, emit, is_arraylike, push_builder,
-                                 require_builder, trace_error)
+from xlc.frontend.tracer import (
+    Builder,
+    Tracer,
+    as_tracer,
+    emit,
+    is_arraylike,
+    push_builder,
+    require_builder,
+    trace_error,
+)
 from xlc.hlo.ir import HloComputation, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
+
+log = logging.getLogger("xlc.frontend")
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,8 @@ def trace_to_module(fn: Callable[..., Any], in_tree: pytree.TreeDef, in_avals: S
         else:
             entry.root = outs[0].inst
     finalize_module(module)
+    log.debug("traced %s: %d computations, %d entry instructions", module.name,
+              len(module.computations), len(entry.instructions))
     avals = [Aval(t.ptype, t.shape, t.weak_type) for t in outs]
     return TracedModule(module, out_tree, avals, root_is_tuple)
 

@@ -348,7 +348,7 @@ class Tracer:
 
     __hash__ = None  # type: ignore[assignment]
 
-    # ---- operators ----------------------------------------------------------------------------------
+    # ---- operators -------------------------------------------------------------------------------
     def __add__(self, o: Any) -> Tracer: return _np().add(self, o)
     def __radd__(self, o: Any) -> Tracer: return _np().add(o, self)
     def __sub__(self, o: Any) -> Tracer: return _np().subtract(self, o)
@@ -402,7 +402,7 @@ class Tracer:
 
         return indexing.IndexUpdateHelper(self)
 
-    # ---- methods -----------------------------------------------------------------------------------
+    # ---- methods ---------------------------------------------------------------------------------
     def astype(self, dtype: Any) -> Tracer: return _np().astype(self, dtype)
     def reshape(self, *shape: Any) -> Tracer:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -443,3 +443,10 @@ class Tracer:
     def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Tracer:
         return _red().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def cumsum(self, axis: Any = None) -> Tracer: return _red().cumsum(self, axis=axis)
+    def cumprod(self, axis: Any = None) -> Tracer: return _red().cumprod(self, axis=axis)
+    def sort(self, axis: int = -1) -> Tracer: return _red().sort(self, axis=axis)
+    def argsort(self, axis: int = -1) -> Tracer: return _red().argsort(self, axis=axis)
+    def take(self, indices: Any, axis: Any = None) -> Tracer:
+        return _np().take(self, indices, axis=axis)
+    def repeat(self, repeats: int, axis: Any = None) -> Tracer:
+        return _np().repeat(self, repeats, axis=axis)

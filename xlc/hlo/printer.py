@@ -27,8 +27,11 @@ _ORDER = {k: i for i, k in enumerate(ATTR_PRINT_ORDER)}
 
 # ---- shapes ---------------------------------------------------------------------------------
 def shape_to_text(shape: Shape, layout: bool = True) -> str:
-    """A shape as XLA prints it: tuples get `/*index=N*/` before every fifth element."""
+    """A shape as XLA prints it: tuples get `/*index=N*/` before every fifth element; arrays
+    without a layout print the default one (so text -> module -> text is stable)."""
     if shape.tuple_shapes is None:
+        if layout and shape.layout is None and shape.dims and not shape.is_token:
+            shape = shape.with_default_layout()  # the parser always assigns one
         return shape.to_text(layout)
     parts = []
     for i, s in enumerate(shape.tuple_shapes):

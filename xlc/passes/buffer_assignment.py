@@ -320,9 +320,9 @@ def _assign_temps_with_heap(ba: BufferAssignment, live: LiveRanges, temps: list[
     out_sets: dict[int, tuple[BufferAllocation, AliasSet]] = {}
     if reuse_operands:
         for alloc in ba.allocations:
-            sets = {df.alias_set(b).id: df.alias_set(b) for b in alloc.assigned}
-            if alloc.kind == OUTPUT and not alloc.is_tuple and len(sets) == 1:
-                (aset,) = sets.values()
+            in_alloc = {df.alias_set(b).id: df.alias_set(b) for b in alloc.assigned}
+            if alloc.kind == OUTPUT and not alloc.is_tuple and len(in_alloc) == 1:
+                (aset,) = in_alloc.values()
                 if live.set_range(aset) is not None:
                     out_sets[aset.id] = (alloc, aset)
     for color in sorted({s.color for s in temps}):
@@ -399,14 +399,21 @@ def _first_fit(used: list[tuple[int, int]], size: int, alignment: int, limit: in
     return cursor if cursor + size <= limit else None
 
 
-def _peak_buffers(groups: list, live: LiveRanges) -> list[LogicalBuffer]:
+def _peak_buffers(groups: list[HeapBuffer], live: LiveRanges) -> list[LogicalBuffer]:
+    """The buffers live at the time the packed groups use the most bytes."""
+    events = sorted({iv.start for g in groups for iv in g.intervals})
     best_t, best = 0, -1
-    for t in range(live.end_time + 1):
+    for t in events:
         total = sum(g.size for g in groups if any(iv.start <= t <= iv.end for iv in g.intervals))
         if total > best:
             best_t, best = t, total
-    return [b for g in groups for m, iv in zip(g.members, g.intervals)
-            if iv.start <= best_t <= iv.end for b in m.buffers]  # type: ignore[attr-defined]
+    out: list[LogicalBuffer] = []
+    for g in groups:
+        for m in g.members:
+            assert isinstance(m, AliasSet)
+            if any(iv.start <= best_t <= iv.end for iv in live.set_intervals(m)):
+                out += m.buffers
+    return out
 
 
 def _round_up(x: int, a: int) -> int:

@@ -93,14 +93,17 @@ def _may_coexist(ba: BufferAssignment, a: LogicalBuffer, b: LogicalBuffer,
     if live is None:
         return ba.ordering.may_interfere(a, b, df)
     sa, sb = df.alias_set(a), df.alias_set(b)
-    ra, rb = live.set_range(sa), live.set_range(sb)
-    if ra is None or rb is None or not ra.overlaps(rb):
-        return False
-    if ra.end == rb.start and _legal_share(ba, sa, sb, shared):
-        return False
-    if rb.end == ra.start and _legal_share(ba, sb, sa, shared):
-        return False
-    return True
+    ia, ib = live.set_intervals(sa), live.set_intervals(sb)
+    for ra in ia:
+        for rb in ib:
+            if not ra.overlaps(rb):
+                continue
+            if ra.end == rb.start and _legal_share(ba, sa, sb, shared):
+                continue
+            if rb.end == ra.start and _legal_share(ba, sb, sa, shared):
+                continue
+            return True
+    return False
 
 
 def _legal_share(ba: BufferAssignment, first: AliasSet, second: AliasSet,

@@ -13,8 +13,9 @@ buffer. That is only correct when the shared storage is not needed elsewhere, so
    parameter of a called computation), no other reader that may run later (dependency order),
    the value does not reach its computation's root, and, for a body root, the old carried value
    is last read no later than the new value is defined.
-Requires a module without a schedule or with one (copies are scheduled right after their
-operand). Guarantees evaluator semantics are unchanged.
+It first flattens the call graph (`FlattenCallGraph`), like XLA's CopyInsertion. Works on
+modules with or without a schedule (new instructions are scheduled as early as their operands
+allow). Guarantees evaluator semantics are unchanged.
 """
 from __future__ import annotations
 
@@ -24,7 +25,15 @@ from dataclasses import dataclass
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import ShapeIndex
-from xlc.passes.dataflow import CONTROL, can_share_operand_buffer, computation_kinds, in_place_pairs
+from xlc.passes.dataflow import (
+    CONTROL,
+    can_share_operand_buffer,
+    computation_kinds,
+    in_place_pairs,
+    value_readers,
+    value_source,
+)
+from xlc.passes.flatten_call_graph import FlattenCallGraph
 from xlc.passes.ordering import DependencyHloOrdering
 
 log = logging.getLogger("xlc.passes.copy_insertion")
@@ -39,54 +48,6 @@ class _Added:
     kind: str
     consumer: HloInstruction | None = None
     index: ShapeIndex = ()
-
-
-# ---- local value tracking ------------------------------------------------------------------
-def value_source(inst: HloInstruction, index: ShapeIndex = ()) -> tuple[HloInstruction,
-                                                                         ShapeIndex]:
-    """Walk back through get-tuple-element / tuple / bitcast to the instruction (and index)
-    that produces the value `inst` holds at `index`."""
-    while True:
-        if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-            index = (inst.tuple_index,) + index
-            inst = inst.operands[0]
-        elif inst.opcode is Opcode.TUPLE and index:
-            inst, index = inst.operands[index[0]], index[1:]
-        elif inst.opcode is Opcode.BITCAST and not index:
-            inst = inst.operands[0]
-        elif inst.opcode is Opcode.COPY and index:
-            inst = inst.operands[0]
-        else:
-            return inst, index
-
-
-def value_readers(source: HloInstruction, index: ShapeIndex
-                  ) -> tuple[list[HloInstruction], list[ShapeIndex]]:
-    """Instructions of the source's computation that read the value (`source`, `index`), one
-    entry per read, following forwarding ops; and the root indices where the value ends up."""
-    readers: list[HloInstruction] = []
-    at_root: list[ShapeIndex] = []
-    work = [(source, index)]
-    while work:
-        inst, idx = work.pop()
-        if inst.is_root:
-            at_root.append(idx)
-        for user in inst.users:
-            for k, op in enumerate(user.operands):
-                if op is not inst:
-                    continue
-                if user.opcode is Opcode.TUPLE:
-                    work.append((user, (k,) + idx))
-                elif user.opcode is Opcode.GET_TUPLE_ELEMENT:
-                    if idx[:1] == (user.tuple_index,):
-                        work.append((user, idx[1:]))
-                elif user.opcode is Opcode.BITCAST and not idx:
-                    work.append((user, ()))
-                elif user.opcode is Opcode.COPY and idx:
-                    work.append((user, idx))
-                else:
-                    readers.append(user)
-    return readers, at_root
 
 
 def _is_read_only_source(module: HloModule, kinds: dict, src: HloInstruction) -> bool:
@@ -112,6 +73,7 @@ class CopyInsertion:
     name = "copy_insertion"
 
     def run(self, module: HloModule) -> bool:
+        flattened = FlattenCallGraph().run(module)
         added: list[_Added] = []
         special = 0
         kinds = computation_kinds(module)
@@ -127,8 +89,10 @@ class CopyInsertion:
                     if k < inst.operand_count:
                         added.append(self._copy_operand(inst, k))
         removed = self._remove_unnecessary(module, kinds, added)
+        kept_roots = [a for a in added if a.kind == "body_root" and a.copy.parent is not None]
+        _order_root_copies(kept_roots)
         special += self._copy_entry_root(module)
-        changed = bool(added) or special > 0  # even fully removed copies rebuilt tuples
+        changed = flattened or bool(added) or special > 0  # removed copies rebuilt tuples
         if changed:
             for comp in module.computations:
                 _collapse_identity_tuples(comp)
@@ -236,6 +200,9 @@ class CopyInsertion:
                 continue
             if not ordering.executes_before(r, a.consumer):
                 return False
+        if a.kind == "in_place" and src.opcode is Opcode.PARAMETER:
+            # updating loop slot i in place is only right if the result goes back to slot i
+            return _result_slots(a.consumer) == [sidx]
         return True
 
     def _body_root_removable(self, module: HloModule, kinds: dict,
@@ -248,6 +215,8 @@ class CopyInsertion:
             return sidx == a.index  # the element passes through unchanged
         if src.parent is not body or _is_read_only_source(module, kinds, src):
             return False
+        if _in_place_origin(src, sidx) not in (None, (param, a.index)):
+            return False  # the value updates another slot's (or a caller's) storage in place
         readers, at_root = value_readers(src, sidx)
         if at_root:
             return False  # the new value is also placed at another index of the result
@@ -266,6 +235,72 @@ class CopyInsertion:
             elif not ordering.executes_before(r, src):
                 return False
         return True
+
+
+def _result_slots(inst: HloInstruction) -> list[ShapeIndex]:
+    """Root indices that `inst`'s value reaches, directly or through (root) copies."""
+    slots: list[ShapeIndex] = []
+    work = [inst]
+    while work:
+        v = work.pop()
+        readers, at_root = value_readers(v, ())
+        slots += at_root
+        work += [r for r in readers if r.opcode is Opcode.COPY]
+    return sorted(set(slots))
+
+
+def _in_place_origin(src: HloInstruction, sidx: ShapeIndex
+                     ) -> tuple[HloInstruction, ShapeIndex] | None:
+    """Follow in-place ops back to where their storage comes from: a parameter position, or
+    None when the chain starts at a value defined in this computation."""
+    seen = 0
+    while seen < 1000:
+        seen += 1
+        if src.opcode is Opcode.PARAMETER:
+            return src, sidx
+        pairs = [(k, oi) for k, oi, ui in in_place_pairs(src) if ui == sidx]
+        if not pairs or pairs[0][0] >= src.operand_count:
+            return None
+        k, oi = pairs[0]
+        src, sidx = value_source(src.operands[k], oi)
+        if src.opcode is Opcode.COPY and not sidx:
+            return None  # a fresh copy owns its storage
+    return None
+
+
+def _order_root_copies(kept: list[_Added]) -> None:
+    """A kept body-root copy writes loop slot i, which still holds the old value: every other
+    reader of the old value must run first (a control edge). When that would close a cycle
+    (e.g. two slots swapped), the old value is first copied out at the top of the body (XLA's
+    parameter copy with a control edge to the root copy)."""
+    for a in kept:
+        body = a.copy.parent
+        assert body is not None
+        param = body.parameter(0)
+        readers, _ = value_readers(param, a.index)
+        readers = [r for r in readers if r is not a.copy]
+        if not readers:
+            continue
+        ordering = DependencyHloOrdering(body.module) if body.module is not None else None
+        assert ordering is not None
+        if not any(ordering.executes_before(a.copy, r) for r in readers):
+            for r in readers:
+                a.copy.add_control_predecessor(r)
+            continue
+        gtes = [g for g in param.users if g.opcode is Opcode.GET_TUPLE_ELEMENT
+                and (g.tuple_index,) == a.index]
+        if not gtes or len(a.index) != 1:
+            log.warning("cannot order the root copy %s after the readers of the old value",
+                        a.copy.name)
+            continue
+        saved = body.add(Opcode.COPY, gtes[0].shape, (gtes[0],), name=f"{gtes[0].name}.copy")
+        for g in gtes:
+            for u in list(g.users):
+                if u is not saved:
+                    u.replace_operand_with(g, saved)
+            if g.is_root:
+                body.set_root(saved)
+        a.copy.add_control_predecessor(saved)
 
 
 def _loop_never_writes(a: _Added) -> bool:

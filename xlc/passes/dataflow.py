@@ -211,6 +211,54 @@ def in_place_pairs(inst: HloInstruction) -> list[InPlacePair]:
     return fn(inst) if fn is not None else []
 
 
+# ---- local value tracking ------------------------------------------------------------------
+def value_source(inst: HloInstruction, index: ShapeIndex = ()) -> tuple[HloInstruction,
+                                                                         ShapeIndex]:
+    """Walk back through get-tuple-element / tuple / bitcast to the instruction (and index)
+    that produces the value `inst` holds at `index`."""
+    while True:
+        if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
+            index = (inst.tuple_index,) + index
+            inst = inst.operands[0]
+        elif inst.opcode is Opcode.TUPLE and index:
+            inst, index = inst.operands[index[0]], index[1:]
+        elif inst.opcode is Opcode.BITCAST and not index:
+            inst = inst.operands[0]
+        elif inst.opcode is Opcode.COPY and index:
+            inst = inst.operands[0]
+        else:
+            return inst, index
+
+
+def value_readers(source: HloInstruction, index: ShapeIndex
+                  ) -> tuple[list[HloInstruction], list[ShapeIndex]]:
+    """Instructions of the source's computation that read the value (`source`, `index`), one
+    entry per read, following forwarding ops; and the root indices where the value ends up."""
+    readers: list[HloInstruction] = []
+    at_root: list[ShapeIndex] = []
+    work = [(source, index)]
+    while work:
+        inst, idx = work.pop()
+        if inst.is_root:
+            at_root.append(idx)
+        for user in inst.users:
+            for k, op in enumerate(user.operands):
+                if op is not inst:
+                    continue
+                if user.opcode is Opcode.TUPLE:
+                    work.append((user, (k,) + idx))
+                elif user.opcode is Opcode.GET_TUPLE_ELEMENT:
+                    if idx[:1] == (user.tuple_index,):
+                        work.append((user, idx[1:]))
+                elif user.opcode is Opcode.BITCAST and not idx:
+                    work.append((user, ()))
+                elif user.opcode is Opcode.COPY and idx:
+                    work.append((user, idx))
+                else:
+                    readers.append(user)
+    return readers, at_root
+
+
 # ---- may-share ----------------------------------------------------------------------------
 def _transitive_uses_elementwise(param: HloInstruction) -> bool:
     work, seen = [param], {id(param)}

@@ -30,6 +30,7 @@ from xlc.passes.fusion_legality import (
     LOOP,
     breaks_in_place_update,
     consumer_fusion_kind,
+    control_successor_ids,
     effectively_at_most_unary,
     fused_instruction_count,
     fused_operand_count,
@@ -40,6 +41,7 @@ from xlc.passes.fusion_legality import (
 from xlc.passes.fusion_utils import (
     create_fusion,
     embedded_callees,
+    finalize_fusion,
     fuse_producer,
     invalidate_schedule,
 )
@@ -86,6 +88,9 @@ class InstructionFusion:
         self.allow_duplication = allow_duplication
         self.fuse_reduce_window = fuse_reduce_window
         self.fuse_dynamic_update_slice = fuse_dynamic_update_slice
+        # Per-computation state while `run` fuses one computation.
+        self._control_successors: set[int] | None = None
+        self._producer_ok: dict[int, bool] | None = None
 
     # ---- the decision, in three parts --------------------------------------------------------
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
@@ -97,26 +102,46 @@ class InstructionFusion:
                               consumer: HloInstruction) -> str | None:
         """Why `producer` cannot be fused into `consumer` (ignoring its other users), or None
         when it can."""
+        return (self._basic_error(producer, consumer)
+                or self._structural_error(producer, consumer))
+
+    def _basic_error(self, producer: HloInstruction, consumer: HloInstruction) -> str | None:
+        """The cheap legality checks: opcodes, placement, roots."""
         if producer.parent is not consumer.parent:
             return "different computations"
         if self.consumer_kind(consumer) is None:
             return f"{consumer.opcode.text} cannot root a fusion"
-        if not is_loop_fusible_producer(producer):
+        if not self._fusible_producer(producer):
             return f"{producer.opcode.text} is not a fusible producer"
         if producer.is_root:
             return "producer is the computation root"
         if creates_cycle(producer, consumer):
             return "producer is not an operand of the consumer"
-        indices = [i for i, o in enumerate(consumer.operands) if o is producer]
-        if producer.opcode.is_expensive and any(reuses_operand_elements(consumer, i)
-                                                for i in indices):
-            return "expensive producer would be recomputed per reused element"
+        return None
+
+    def _fusible_producer(self, producer: HloInstruction) -> bool:
+        """`is_loop_fusible_producer`, memoized while a computation is being fused."""
+        if self._producer_ok is None:
+            return is_loop_fusible_producer(producer)
+        ok = self._producer_ok.get(producer.uid)
+        if ok is None:
+            ok = is_loop_fusible_producer(producer, self._control_successors)
+            self._producer_ok[producer.uid] = ok
+        return ok
+
+    def _structural_error(self, producer: HloInstruction,
+                          consumer: HloInstruction) -> str | None:
+        """The checks that look at the fused bodies: in-place updates, limits, operand reuse."""
         if breaks_in_place_update(producer, consumer):
             return "consumer updates a buffer in place that the producer reads or computes"
         if fused_operand_count(producer, consumer) > self.max_fusion_operands:
             return f"more than {self.max_fusion_operands} operands and outputs"
         if fused_instruction_count(producer, consumer) > self.max_fusion_instructions:
             return f"more than {self.max_fusion_instructions} instructions"
+        if producer.opcode.is_expensive:
+            indices = [i for i, o in enumerate(consumer.operands) if o is producer]
+            if any(reuses_operand_elements(consumer, i) for i in indices):
+                return "expensive producer would be recomputed per reused element"
         return None
 
     def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
@@ -147,10 +172,11 @@ class InstructionFusion:
 
     def should_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
         """Legal, allowed to duplicate, and worth it."""
-        why = (self.fusion_legality_error(producer, consumer)
-               or self.duplication_error(producer, consumer))
-        if why is None and fusion_priority(producer, consumer) <= 0:
-            why = "saves no memory traffic"
+        why = (self._basic_error(producer, consumer)
+               or self.duplication_error(producer, consumer)
+               or ("saves no memory traffic" if fusion_priority(producer, consumer) <= 0
+                   else None)
+               or self._structural_error(producer, consumer))
         if why is not None:
             log.debug("not fusing %s into %s: %s", producer.name, consumer.name, why)
         return why is None
@@ -167,34 +193,54 @@ class InstructionFusion:
             invalidate_schedule(module)
         return changed
 
-    def fuse(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+    def fuse(self, producer: HloInstruction, consumer: HloInstruction,
+             finalize: bool = True) -> HloInstruction:
         """Fuse `producer` into `consumer` (wrapping a non-fusion consumer first); returns the
-        fusion that replaced `consumer`."""
+        fusion that replaced `consumer` (see `fusion_utils` for `finalize`)."""
         if consumer.opcode is not Opcode.FUSION:
             kind = self.consumer_kind(consumer)
             assert kind in (LOOP, INPUT), consumer
-            consumer = create_fusion(consumer, kind)
+            consumer = create_fusion(consumer, kind, finalize=False)
         log.debug("fusing %s into %s", producer.name, consumer.name)
-        fuse_producer(consumer, producer)
+        fuse_producer(consumer, producer, finalize=finalize)
         return consumer
 
     def _run_on_computation(self, comp: HloComputation) -> bool:
         order = comp.post_order()
-        position = {id(inst): k for k, inst in enumerate(order)}
+        position = {inst.uid: k for k, inst in enumerate(order)}
+        self._control_successors = control_successor_ids(comp)
+        self._producer_ok = {}
+        touched: dict[int, HloInstruction] = {}
         changed = False
         for consumer in reversed(order):
             if consumer.parent is not comp:
                 continue  # fused away
+            # Operands rejected for this consumer stay rejected until fusing changes their
+            # users (they are operands of a fused producer): the limits only tighten.
+            rejected: set[int] = set()
             while self.consumer_kind(consumer) is not None:
-                candidates = sorted({id(o): o for o in consumer.operands}.values(),
-                                    key=lambda o: position.get(id(o), -1), reverse=True)
-                producer = next((p for p in candidates if self.should_fuse(p, consumer)), None)
+                candidates = sorted({o.uid: o for o in consumer.operands
+                                     if o.uid not in rejected}.values(),
+                                    key=lambda o: position.get(o.uid, -1), reverse=True)
+                producer = None
+                for cand in candidates:
+                    if self.should_fuse(cand, consumer):
+                        producer = cand
+                        break
+                    rejected.add(cand.uid)
                 if producer is None:
                     break
-                pos = position[id(consumer)]
-                consumer = self.fuse(producer, consumer)
-                position[id(consumer)] = pos
+                rejected.difference_update(o.uid for o in producer.operands)
+                pos = position[consumer.uid]
+                consumer = self.fuse(producer, consumer, finalize=False)
+                position[consumer.uid] = pos
+                touched[id(consumer)] = consumer
                 changed = True
+        for fusion in touched.values():
+            if fusion.parent is comp:
+                finalize_fusion(fusion)
+        self._control_successors = None
+        self._producer_ok = None
         if changed:
             comp.sort_post_order()
         return changed

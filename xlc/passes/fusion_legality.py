@@ -74,21 +74,31 @@ _CONSUMER_KINDS: dict[Opcode, tuple[str, Callable[[HloInstruction], bool]]] = {
 }
 
 
-def has_control_edges(inst: HloInstruction) -> bool:
-    """True when `inst` has control predecessors or is some instruction's control predecessor."""
+def control_successor_ids(comp: HloComputation) -> set[int]:
+    """uids of the instructions of `comp` that some instruction names as a control predecessor
+    (compute once per computation and pass to `is_loop_fusible_producer`)."""
+    return {p.uid for u in comp.instructions for p in u.control_predecessors}
+
+
+def has_control_edges(inst: HloInstruction, control_successors: set[int] | None = None) -> bool:
+    """True when `inst` has control predecessors or is some instruction's control predecessor.
+    `control_successors` (from `control_successor_ids`) avoids scanning the computation."""
     if inst.control_predecessors:
         return True
+    if control_successors is not None:
+        return inst.uid in control_successors
     comp = inst.parent
     return comp is not None and any(inst in u.control_predecessors for u in comp.instructions
                                     if u.control_predecessors)
 
 
-def is_loop_fusible_producer(inst: HloInstruction) -> bool:
+def is_loop_fusible_producer(inst: HloInstruction,
+                             control_successors: set[int] | None = None) -> bool:
     """May `inst` be cloned into a loop or input fusion as a producer?
 
     Requires nothing; guarantees False for tuples, tokens, side effects, expensive non-elementwise
     ops (dot, gather, reduce, ...), fusions, non-scalar constants and control-dependent
-    instructions."""
+    instructions. `control_successors` as for `has_control_edges`."""
     op = inst.opcode
     if not inst.shape.is_array or op.has_side_effect:
         return False
@@ -97,7 +107,7 @@ def is_loop_fusible_producer(inst: HloInstruction) -> bool:
     else:
         rule = _PRODUCER_RULES.get(op)
         ok = rule is not None and rule(inst)
-    return ok and not has_control_edges(inst)
+    return ok and not has_control_edges(inst, control_successors)
 
 
 def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = True,
@@ -207,8 +217,8 @@ def output_count(inst: HloInstruction) -> int:
 def body_size(inst: HloInstruction) -> int:
     """Instructions a fusion of `inst` holds (non-parameter fused instructions), 1 otherwise."""
     if inst.opcode is Opcode.FUSION:
-        return sum(1 for i in inst.fused_computation.instructions
-                   if i.opcode is not Opcode.PARAMETER)
+        fc = inst.fused_computation
+        return len(fc.instructions) - len(fc.parameters)
     return 1
 
 

@@ -9,9 +9,12 @@
   operands read once).
 
 Guarantees after each call: fused parameters are numbered in the fusion's operand order, operands
-are deduplicated, the fused computation is in topological order, its root shape equals the fusion
-shape, `module.computations` keeps callees before callers, and dead producers are removed.
-The caller's computation order is restored with `sort_post_order()` by the passes.
+are deduplicated, the root shape equals the fusion shape, `module.computations` keeps callees
+before callers, and dead producers are removed. With `finalize=True` (the default) the fusion is
+also canonical (`finalize_fusion`: operands in creation order, parameters named `param_<n>`, fused
+body topologically sorted); passes doing many edits pass `finalize=False` and call
+`finalize_fusion` once per fusion at the end. The caller's computation order is restored with
+`sort_post_order()` by the passes.
 """
 from __future__ import annotations
 
@@ -49,21 +52,20 @@ _TEMP_PARAM = "__fusion_param"
 
 
 def _new_parameter(fc: HloComputation, number: int, shape: Shape) -> HloInstruction:
-    """A fused parameter with a temporary name (`_finalize` names it `param_<number>`)."""
+    """A fused parameter with a temporary name (`finalize_fusion` names it `param_<number>`)."""
     param = HloInstruction(Opcode.PARAMETER, shape, (), {"parameter_number": number},
                            name=_TEMP_PARAM)
     return fc.add_instruction(param, unique_name=False)
 
 
-def _finalize(fusion: HloInstruction) -> None:
-    """Put the fusion's operands in their computation's instruction order, renumber the fused
-    parameters to match and name them `param_<number>` (module-unique), sort the fused body."""
+def finalize_fusion(fusion: HloInstruction) -> None:
+    """Put the fusion's operands in creation order (text order for a parsed module: stable and
+    deterministic), renumber the fused parameters to match and name them `param_<number>`
+    (module-unique), sort the fused body."""
     comp = fusion.parent
     fc = fusion.fused_computation
     assert comp is not None and comp.module is not None
-    position = {id(inst): k for k, inst in enumerate(comp.instructions)}
-    perm = sorted(range(len(fusion.operands)),
-                  key=lambda i: (position.get(id(fusion.operands[i]), -1), i))
+    perm = sorted(range(len(fusion.operands)), key=lambda i: (fusion.operands[i].uid, i))
     params = [fc.parameters[i] for i in perm]
     for k, p in enumerate(params):
         if p.parameter_number != k or p.name == _TEMP_PARAM:
@@ -122,7 +124,7 @@ def _remove_dead(inst: HloInstruction) -> None:
                 module.remove_computation(c)
 
 
-def create_fusion(inst: HloInstruction, kind: str) -> HloInstruction:
+def create_fusion(inst: HloInstruction, kind: str, finalize: bool = True) -> HloInstruction:
     """Replace `inst` by a fusion of kind `kind` whose fused computation holds a clone of it.
 
     Requires `inst` to be an array-shaped instruction in a computation of a module. Guarantees the
@@ -149,7 +151,8 @@ def create_fusion(inst: HloInstruction, kind: str) -> HloInstruction:
     for pred in inst.control_predecessors:
         fusion.add_control_predecessor(pred)
     comp.replace_instruction(inst, fusion)
-    _finalize(fusion)
+    if finalize:
+        finalize_fusion(fusion)
     return fusion
 
 
@@ -254,7 +257,7 @@ def set_fusion_kind(fusion: HloInstruction) -> None:
 
 
 def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
-                  export: bool = False) -> None:
+                  export: bool = False, finalize: bool = True) -> None:
     """Fuse `producer`, an operand of `fusion`, into it.
 
     Requires: `producer` is an array-shaped operand of `fusion` in the same computation; with
@@ -280,10 +283,12 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
     set_fusion_kind(fusion)
     if not producer.users and not producer.is_root:
         _remove_dead(producer)
-    _finalize(fusion)
+    if finalize:
+        finalize_fusion(fusion)
 
 
-def merge_sibling_fusions(a: HloInstruction, b: HloInstruction) -> HloInstruction:
+def merge_sibling_fusions(a: HloInstruction, b: HloInstruction,
+                          finalize: bool = True) -> HloInstruction:
     """Fold fusion `b` into fusion `a`, which becomes multi-output: its outputs are `a`'s then
     `b`'s, shared operands are read once, and `b`'s users read their values through
     get-tuple-element. Requires neither reaches the other (the caller checked). Returns `a`."""
@@ -305,7 +310,8 @@ def merge_sibling_fusions(a: HloInstruction, b: HloInstruction) -> HloInstructio
             succ.add_control_predecessor(a)
     set_fusion_kind(a)
     _remove_dead(b)
-    _finalize(a)
+    if finalize:
+        finalize_fusion(a)
     return a
 
 

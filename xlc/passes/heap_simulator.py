@@ -46,7 +46,7 @@ class Chunk:
 class HeapBuffer:
     """One group to place: `size` bytes live during every interval in `intervals` (all share
     one chunk). `key` identifies it in the result; `members` carries the caller's objects
-    (alias sets) in the order of `intervals`."""
+    (alias sets) whose intervals these are."""
 
     key: int
     size: int
@@ -221,13 +221,13 @@ def temp_heap_buffers(dataflow: DataflowAnalysis, live: LiveRanges,
             if reuse_operands else None
         if target is not None:
             grp = group_of[target[0].id]
-            grp.intervals.append(rng)
+            grp.intervals += live.set_intervals(s)
             grp.members.append(s)
             group_of[s.id] = grp
             consumed.add(target[0].id)
             shares.append(SharedUse(target[0], s, target[1]))
             continue
-        grp = HeapBuffer(len(group_of), s.size, [rng], [s])
+        grp = HeapBuffer(len(group_of), s.size, live.set_intervals(s), [s])
         group_of[s.id] = grp
     unique: dict[int, HeapBuffer] = {}
     for g in group_of.values():

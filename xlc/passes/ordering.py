@@ -33,6 +33,8 @@ from xlc.passes.dataflow import (
     call_sites,
     can_share_operand_buffer,
     computation_kinds,
+    value_readers,
+    value_source,
 )
 
 log = logging.getLogger("xlc.passes.ordering")
@@ -47,6 +49,14 @@ class HloOrdering:
         self.module = module
         self.callers = call_sites(module)
         self.kinds = computation_kinds(module)
+        self._dataflow: DataflowAnalysis | None = None
+
+    @property
+    def dataflow(self) -> DataflowAnalysis:
+        """The module's dataflow (built on first use; rebuild the ordering after edits)."""
+        if self._dataflow is None:
+            self._dataflow = DataflowAnalysis(self.module)
+        return self._dataflow
 
     # ---- to implement ------------------------------------------------------------------------
     def _executes_before_same(self, a: HloInstruction, b: HloInstruction) -> bool:
@@ -121,8 +131,10 @@ class HloOrdering:
         return True
 
     def live_range_strictly_before(self, a: LogicalBuffer, b: LogicalBuffer,
-                                   dataflow: DataflowAnalysis) -> bool:
-        """a's whole live range ends before b is defined."""
+                                   dataflow: DataflowAnalysis | None = None) -> bool:
+        """a's whole live range ends before b is defined (`dataflow` defaults to the
+        ordering's own; pass the one `a` and `b` come from)."""
+        dataflow = dataflow or self.dataflow
         if not self.is_defined_before(a, b):
             return False
         if dataflow.is_live_out(a):
@@ -134,8 +146,9 @@ class HloOrdering:
         return self.uses_before_definition(dataflow.uses(a), b)
 
     def may_interfere(self, a: LogicalBuffer, b: LogicalBuffer,
-                      dataflow: DataflowAnalysis) -> bool:
+                      dataflow: DataflowAnalysis | None = None) -> bool:
         """True unless one buffer's live range is strictly before the other's."""
+        dataflow = dataflow or self.dataflow
         return (not self.live_range_strictly_before(a, b, dataflow)
                 and not self.live_range_strictly_before(b, a, dataflow))
 
@@ -244,6 +257,10 @@ class SequentialHloOrdering(HloOrdering):
     def sequential_order(self, comp: HloComputation) -> list[HloInstruction] | None:
         return self.schedule.get(comp)
 
+    def live_ranges(self, dataflow: DataflowAnalysis | None = None) -> LiveRanges:
+        """Logical-time live ranges of every buffer under this total order."""
+        return LiveRanges(self.module, self.schedule, dataflow or self.dataflow)
+
 
 def verify_schedule(module: HloModule, schedule: Schedule) -> None:
     """Every non-fusion computation reachable from the entry has a sequence that is a
@@ -306,6 +323,8 @@ class LiveRanges:
             r = self._buffer_range(buf)
             if r is not None:
                 self.buffer_ranges[buf] = r
+        self.gaps: dict[int, list[TimeInterval]] = {}
+        self._find_loop_gaps()
 
     def _flatten(self, comp: HloComputation, depth: int) -> None:
         if depth > 64:
@@ -357,3 +376,45 @@ class LiveRanges:
         if not rs:
             return None
         return TimeInterval(min(r.start for r in rs), max(r.end for r in rs))
+
+    def set_intervals(self, aset: AliasSet) -> list[TimeInterval]:
+        """When the set's storage is occupied: its hull minus the loop gaps (inside a while
+        body, after the last read of a carried element's old value and before the first
+        definition of its new one, the slot holds nothing live)."""
+        hull = self.set_range(aset)
+        if hull is None:
+            return []
+        out = [hull]
+        for gap in sorted(self.gaps.get(aset.id, []), key=lambda g: g.start):
+            last = out.pop()
+            if gap.start > last.start and gap.end < last.end:
+                out += [TimeInterval(last.start, gap.start - 1),
+                        TimeInterval(gap.end + 1, last.end)]
+            else:
+                out.append(last)
+        return out
+
+    def _find_loop_gaps(self) -> None:
+        df = self.dataflow
+        for w in {i.uid: i for i in self.sequence if i.opcode is Opcode.WHILE}.values():
+            body = w.called[1]
+            if body not in self.span or body.root is None or not body.parameters:
+                continue
+            param = body.parameter(0)
+            span = self.span[body]
+            for idx, _ in w.shape.leaves():
+                if len(idx) != 1 or value_source(body.root, idx) == (param, idx):
+                    continue
+                sets = {df.alias_set(b).id: df.alias_set(b) for b in df.buffers_at(w, idx)}
+                if len(sets) != 1 or param.uid not in self.last:
+                    continue
+                (aset,) = sets.values()
+                readers, _ = value_readers(param, idx)
+                last_read = max([self.last[param.uid]]
+                                + [self.last[r.uid] for r in readers if r.uid in self.last])
+                defs = [self.first[b.instruction.uid] for b in aset.buffers
+                        if b.instruction.uid in self.first
+                        and span.start <= self.first[b.instruction.uid] <= span.end]
+                if defs and min(defs) - last_read >= 2:
+                    self.gaps.setdefault(aset.id, []).append(
+                        TimeInterval(last_read + 1, min(defs) - 1))

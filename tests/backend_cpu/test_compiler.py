@@ -1,0 +1,110 @@
+"""Compiler-level checks: opcode coverage, compile-time errors, LLVM verification, the
+executable's runtime contract (alignment, no input mutation, donation, stats, text)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.backend_cpu.helpers import check, rand
+from xlc.backend_cpu import compile_cpu
+from xlc.backend_cpu.emitter import EMITTERS, UNSUPPORTED
+from xlc.codegen import llvm_utils as lu
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.parser import parse_module
+
+SIMPLE = """HloModule m
+ENTRY e {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  ROOT r = f32[64] add(a, b)
+}"""
+
+
+def test_every_opcode_has_an_emitter_or_a_reason() -> None:
+    missing = [op.text for op in Opcode if op not in EMITTERS and op not in UNSUPPORTED]
+    assert missing == []
+    assert not set(EMITTERS) & set(UNSUPPORTED)
+
+
+def test_custom_call_is_rejected_at_compile_time_naming_it() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(a), custom_call_target="my_kernel"
+}"""
+    with pytest.raises(UnsupportedOpError,
+                       match=r"CPU backend cannot compile 'custom-call' target 'my_kernel' "
+                             r"\(c\): custom-call targets are not supported"):
+        compile_cpu(parse_module(text))
+
+
+def test_llvm_module_verifies_and_object_code_is_kept() -> None:
+    exe = compile_cpu(parse_module(SIMPLE))
+    ref = lu.parse_and_verify(exe.llvm_ir, "check")  # raises LoweringError if invalid
+    assert any(f.name == exe.entry_name for f in ref.functions)
+    assert "noalias" in exe.llvm_ir
+    assert exe.object_code()[:4] == b"\x7fELF"
+
+
+def test_outputs_aligned_inputs_untouched_and_reusable() -> None:
+    exe = compile_cpu(parse_module(SIMPLE))
+    a, b = rand(64), rand(64, seed=1)
+    a0 = a.copy()
+    r1 = exe.run([a, b])[0]
+    r2 = exe.run([a, b])[0]
+    assert r1.ctypes.data % 64 == 0 and r1.ctypes.data != r2.ctypes.data
+    np.testing.assert_array_equal(r1, a + b)
+    np.testing.assert_array_equal(a, a0)
+
+
+def test_donated_parameter_is_not_mutated() -> None:
+    text = """HloModule m, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY e {
+  a = f32[32] parameter(0)
+  b = f32[32] parameter(1)
+  ROOT r = f32[32] multiply(a, b)
+}"""
+    a, b = rand(32), rand(32, seed=2)
+    a0 = a.copy()
+    out = check(text, a, b)[0]
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_allclose(out, a0 * b)
+
+
+def test_memory_stats_and_text() -> None:
+    exe = compile_cpu(parse_module(SIMPLE))
+    stats = exe.memory_stats()
+    assert stats["parameter_bytes"] == 512 and stats["output_bytes"] == 256
+    assert "add(" in exe.as_text()
+
+
+def test_argument_count_checked() -> None:
+    from xlc.errors import ArgumentError
+
+    exe = compile_cpu(parse_module(SIMPLE))
+    with pytest.raises(ArgumentError, match="expected 2 arguments, got 1"):
+        exe.run([rand(64)])
+
+
+def test_reduce_window_and_map() -> None:
+    text = """HloModule m
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+sq {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  p = f32[] multiply(a, b)
+  ROOT s = f32[] subtract(p, a)
+}
+ENTRY e {
+  x = f32[9,12] parameter(0)
+  ninf = f32[] constant(-inf)
+  w = f32[5,6] reduce-window(x, ninf), window={size=3x2 stride=2x2 pad=1_1x0_0}, to_apply=mx
+  y = f32[5,6] parameter(1)
+  ROOT m = f32[5,6] map(w, y), dimensions={0,1}, to_apply=sq
+}"""
+    check(text, rand(9, 12), rand(5, 6, seed=7))

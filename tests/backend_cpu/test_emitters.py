@@ -1,0 +1,341 @@
+"""Small hand-written HLO programs per CPU emitter, compared with the reference evaluator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.backend_cpu.helpers import check, rand
+
+ADD_F32 = """
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+MAX_F32 = """
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+"""
+
+
+def test_elementwise_chain_fusion() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[37,100] parameter(0)
+  b = f32[37,100] parameter(1)
+  t = f32[37,100] tanh(a)
+  x = f32[37,100] exponential(b)
+  m = f32[37,100] multiply(t, x)
+  ROOT r = f32[37,100] add(m, a)
+}"""
+    check(text, rand(37, 100), rand(37, 100, seed=1))
+
+
+def test_int_and_pred_ops() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = s32[64] parameter(0)
+  b = s32[64] parameter(1)
+  d = s32[64] divide(a, b)
+  r = s32[64] remainder(a, b)
+  s = s32[64] shift-left(a, b)
+  c = pred[64] compare(d, r), direction=LT
+  n = pred[64] not(c)
+  ROOT t = (s32[64], s32[64], s32[64], pred[64]) tuple(d, r, s, n)
+}"""
+    rng = np.random.default_rng(0)
+    a = rng.integers(-100, 100, 64).astype(np.int32)
+    b = rng.integers(-3, 40, 64).astype(np.int32)
+    check(text, a, b)
+
+
+def test_data_movement_ops() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[4,6] parameter(0)
+  t = f32[6,4] transpose(a), dimensions={1,0}
+  r = f32[3,8] reshape(t)
+  s = f32[2,4] slice(r), slice={[1:3], [0:8:2]}
+  z = f32[] constant(-1)
+  p = f32[5,10] pad(r, z), padding=1_1x1_1
+  c = f32[12,4] concatenate(t, t), dimensions={0}
+  v = f32[12,4] reverse(c), dimensions={0,1}
+  i = f32[12,4] iota(), iota_dimension=1
+  w = f32[12,4] add(v, i)
+  b = f32[2,12,4] broadcast(w), dimensions={1,2}
+  ROOT o = (f32[2,4], f32[5,10], f32[2,12,4]) tuple(s, p, b)
+}"""
+    check(text, rand(4, 6))
+
+
+def test_transposed_layouts_and_copy() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[8,5]{0,1} parameter(0)
+  c = f32[8,5]{1,0} copy(a)
+  ROOT n = f32[8,5]{1,0} negate(c)
+}"""
+    check(text, rand(8, 5))
+
+
+def test_convert_select_clamp() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[50] parameter(0)
+  p = pred[50] parameter(1)
+  i = s32[50] convert(a)
+  lo = f32[] constant(-0.5)
+  hi = f32[] constant(0.5)
+  c = f32[50] clamp(lo, a, hi)
+  n = f32[50] negate(a)
+  s = f32[50] select(p, c, n)
+  h = f16[50] convert(s)
+  ROOT t = (s32[50], f32[50], f16[50]) tuple(i, s, h)
+}"""
+    check(text, rand(50) * 10, rand(50, seed=2) > 0, atol=1e-3)
+
+
+@pytest.mark.parametrize("dims,shape", [("{1}", (33, 70)), ("{0}", (33, 70)),
+                                        ("{0,1}", (33, 70)), ("{0,2}", (5, 6, 7))])
+def test_reduce_rows_columns(dims: str, shape: tuple[int, ...]) -> None:
+    kept = [d for d in range(len(shape)) if str(d) not in dims]
+    out = ",".join(str(shape[d]) for d in kept)
+    ins = ",".join(map(str, shape))
+    text = f"""HloModule m
+{ADD_F32}
+ENTRY e {{
+  a = f32[{ins}] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[{out}] reduce(a, z), dimensions={dims}, to_apply=add_f32
+}}"""
+    check(text, rand(*shape), rtol=1e-4, atol=1e-4)
+
+
+def test_softmax_input_fusion_and_multi_output() -> None:
+    text = f"""HloModule m
+{ADD_F32}
+{MAX_F32}
+ENTRY e {{
+  x = f32[16,300] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[16] reduce(x, ninf), dimensions={{1}}, to_apply=max_f32
+  mb = f32[16,300] broadcast(mx), dimensions={{0}}
+  d = f32[16,300] subtract(x, mb)
+  ex = f32[16,300] exponential(d)
+  z = f32[] constant(0)
+  s = f32[16] reduce(ex, z), dimensions={{1}}, to_apply=add_f32
+  sb = f32[16,300] broadcast(s), dimensions={{0}}
+  ROOT o = f32[16,300] divide(ex, sb)
+}}"""
+    check(text, rand(16, 300) * 5, rtol=1e-5, atol=1e-7)
+
+
+def test_variadic_argmax_reduce() -> None:
+    text = """HloModule m
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  eq = pred[] compare(av, bv), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, av, bv)
+  i = s32[] select(keep, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[9,40] parameter(0)
+  io = s32[9,40] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zi = s32[] constant(0)
+  ROOT r = (f32[9], s32[9]) reduce(x, io, ninf, zi), dimensions={1}, to_apply=argmax
+}"""
+    check(text, rand(9, 40))
+
+
+@pytest.mark.parametrize("text_dims,lhs,rhs", [
+    ("lhs_contracting_dims={1}, rhs_contracting_dims={0}", (40, 30), (30, 50)),
+    ("lhs_contracting_dims={0}, rhs_contracting_dims={1}", (30, 40), (50, 30)),
+    ("lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+     "rhs_contracting_dims={1}", (3, 7, 9), (3, 9, 5)),
+    ("lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}", (6, 4, 5), (4, 5, 3)),
+])
+def test_dot_general(text_dims: str, lhs: tuple, rhs: tuple) -> None:
+    dims = _dot_out_dims(lhs, rhs, text_dims)
+    check(_dot_text(lhs, rhs, text_dims, f"f32[{','.join(map(str, dims))}]"), rand(*lhs),
+          rand(*rhs, seed=3), rtol=1e-4, atol=1e-4)
+
+
+def _dot_out_dims(lhs: tuple, rhs: tuple, text_dims: str) -> list[int]:
+    import re
+
+    def grab(key: str) -> list[int]:
+        m = re.search(key + r"=\{([0-9,]*)\}", text_dims)
+        return [int(v) for v in m.group(1).split(",")] if m and m.group(1) else []
+    lb, rb = grab("lhs_batch_dims"), grab("rhs_batch_dims")
+    lc, rc = grab("lhs_contracting_dims"), grab("rhs_contracting_dims")
+    return ([lhs[d] for d in lb] + [lhs[d] for d in range(len(lhs)) if d not in lb + lc]
+            + [rhs[d] for d in range(len(rhs)) if d not in rb + rc])
+
+
+def _dot_text(lhs: tuple, rhs: tuple, text_dims: str, out: str, ty: str = "f32") -> str:
+    return f"""HloModule m
+ENTRY e {{
+  a = {ty}[{','.join(map(str, lhs))}] parameter(0)
+  b = {ty}[{','.join(map(str, rhs))}] parameter(1)
+  ROOT d = {out} dot(a, b), {text_dims}
+}}"""
+
+
+def test_dot_large_blocked_and_int() -> None:
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    check(_dot_text((70, 300), (300, 600), dims, "f32[70,600]"), rand(70, 300),
+          rand(300, 600, seed=4), rtol=1e-4, atol=1e-3)
+    rng = np.random.default_rng(1)
+    a = rng.integers(-9, 9, (5, 6)).astype(np.int32)
+    b = rng.integers(-9, 9, (6, 4)).astype(np.int32)
+    check(_dot_text((5, 6), (6, 4), dims, "s32[5,4]", "s32"), a, b)
+
+
+def test_dot_bf16_accumulates_in_f32() -> None:
+    import ml_dtypes
+
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    a = rand(8, 64).astype(ml_dtypes.bfloat16)
+    b = rand(64, 8, seed=5).astype(ml_dtypes.bfloat16)
+    check(_dot_text((8, 64), (64, 8), dims, "bf16[8,8]", "bf16"), a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_while_loop() -> None:
+    text = """HloModule m
+cond {
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[8]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[8] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[8] multiply(x, x)
+  h = f32[] constant(0.5)
+  hb = f32[8] broadcast(h), dimensions={}
+  z = f32[8] add(y, hb)
+  ROOT t = (s32[], f32[8]) tuple(j, z)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], f32[8]) tuple(zero, x)
+  w = (s32[], f32[8]) while(t), condition=cond, body=body
+  ROOT r = f32[8] get-tuple-element(w), index=1
+}"""
+    check(text, rand(8) * 0.3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("sel", [0, 1, 7])
+def test_conditional_index_and_pred(sel: int) -> None:
+    text = """HloModule m
+b0 {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] negate(p)
+}
+b1 {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] exponential(p)
+}
+b2 {
+  p = f32[4] parameter(0)
+  ROOT r = f32[4] sine(p)
+}
+ENTRY e {
+  i = s32[] parameter(0)
+  x = f32[4] parameter(1)
+  c = f32[4] conditional(i, x, x, x), branch_computations={b0, b1, b2}
+  z = s32[] constant(1)
+  p = pred[] compare(i, z), direction=EQ
+  d = f32[4] conditional(p, c, c), true_computation=b1, false_computation=b0
+  ROOT t = (f32[4], f32[4]) tuple(c, d)
+}"""
+    check(text, np.int32(sel), rand(4))
+
+
+def test_dynamic_slice_and_update_in_place() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[16,16] parameter(0)
+  u = f32[4,4] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  s = f32[4,4] dynamic-slice(a, i, j), dynamic_slice_sizes={4,4}
+  v = f32[4,4] add(s, u)
+  ROOT d = f32[16,16] dynamic-update-slice(a, v, j, i)
+}"""
+    check(text, rand(16, 16), rand(4, 4), np.int32(3), np.int32(14))
+    check(text, rand(16, 16), rand(4, 4), np.int32(-2), np.int32(5))
+
+
+def test_sort_multi_operand_stable() -> None:
+    text = """HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[6,33] parameter(0)
+  i = s32[6,33] iota(), iota_dimension=1
+  ROOT s = (f32[6,33], s32[6,33]) sort(x, i), dimensions={1}, is_stable=true, to_apply=cmp
+}"""
+    x = np.round(rand(6, 33) * 2).astype(np.float32)  # many ties
+    check(text, x)
+
+
+@pytest.mark.parametrize("largest", ["true", "false"])
+def test_topk(largest: str) -> None:
+    text = f"""HloModule m
+ENTRY e {{
+  x = f32[5,40] parameter(0)
+  ROOT t = (f32[5,3], s32[5,3]) topk(x), k=3, largest={largest}
+}}"""
+    x = np.round(rand(5, 40) * 2).astype(np.float32)
+    check(text, x)
+
+
+def test_gather_rows() -> None:
+    text = """HloModule m
+ENTRY e {
+  t = f32[10,4] parameter(0)
+  i = s32[6,1] parameter(1)
+  ROOT g = f32[6,4] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+}"""
+    check(text, rand(10, 4), np.array([[0], [3], [9], [12], [-1], [5]], dtype=np.int32))
+
+
+def test_scatter_add() -> None:
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  t = f32[10,4] parameter(0)
+  i = s32[5,1] parameter(1)
+  u = f32[5,4] parameter(2)
+  ROOT s = f32[10,4] scatter(t, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}"""
+    check(text, rand(10, 4), np.array([[0], [3], [3], [12], [9]], dtype=np.int32),
+          rand(5, 4, seed=9))

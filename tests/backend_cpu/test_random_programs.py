@@ -1,0 +1,62 @@
+"""Random elementwise/data-movement HLO programs (hypothesis, several dtypes) compiled on CPU
+match the reference evaluator."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.backend_cpu.helpers import check
+
+FLOAT_UNARY = ["negate", "abs", "exponential", "tanh", "sine", "floor", "sqrt", "logistic"]
+INT_UNARY = ["negate", "abs", "not", "popcnt"]
+FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
+INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "and", "xor",
+              "shift-right-logical"]
+DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16,
+          "bf16": ml_dtypes.bfloat16, "s32": np.int32, "u8": np.uint8, "s64": np.int64}
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> tuple[str, list[np.ndarray], str]:
+    ty = draw(st.sampled_from(sorted(DTYPES)))
+    is_float = ty[0] in "fb"
+    dims = draw(st.lists(st.integers(1, 9), min_size=1, max_size=3))
+    shape = f"{ty}[{','.join(map(str, dims))}]"
+    lines = [f"  p0 = {shape} parameter(0)", f"  p1 = {shape} parameter(1)"]
+    values = ["p0", "p1"]
+    for k in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(FLOAT_UNARY if is_float else INT_UNARY))
+            a = draw(st.sampled_from(values))
+            lines.append(f"  v{k} = {shape} {op}({a})")
+        else:
+            op = draw(st.sampled_from(FLOAT_BINARY if is_float else INT_BINARY))
+            a, b = draw(st.sampled_from(values)), draw(st.sampled_from(values))
+            lines.append(f"  v{k} = {shape} {op}({a}, {b})")
+        values.append(f"v{k}")
+    if len(dims) == 2 and draw(st.booleans()):
+        tshape = f"{ty}[{dims[1]},{dims[0]}]"
+        lines.append(f"  t = {tshape} transpose({values[-1]}), dimensions={{1,0}}")
+        lines.append(f"  ROOT r = ({tshape}, {shape}) tuple(t, {values[-2]})")
+    else:
+        lines.append(f"  ROOT r = ({shape}) tuple({values[-1]})")
+    text = "HloModule rnd\nENTRY e {\n" + "\n".join(lines) + "\n}"
+    seed = draw(st.integers(0, 2**31))
+    rng = np.random.default_rng(seed)
+    if is_float:
+        args = [(rng.standard_normal(dims) * 3).astype(DTYPES[ty]) for _ in range(2)]
+    else:
+        info = np.iinfo(DTYPES[ty])
+        lo, hi = max(info.min, -1000), min(info.max, 1000)
+        args = [rng.integers(lo, hi, dims, endpoint=True).astype(DTYPES[ty]) for _ in range(2)]
+    return text, args, ty
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_random_elementwise_program_matches_evaluator(prog: tuple) -> None:
+    text, args, ty = prog
+    tol = {"f16": 2e-3, "bf16": 2e-2}.get(ty, 2e-5)
+    check(text, *args, rtol=tol, atol=tol)

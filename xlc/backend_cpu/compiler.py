@@ -1,0 +1,97 @@
+"""The CPU compiler: HLO pass pipeline, buffer assignment, LLVM emission, O3 for the host CPU,
+MCJIT. `compile_cpu(module, options)` is the backend factory for `xlc.api`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from xlc.backend_cpu import (  # noqa: F401  (importing registers the emitters)
+    emit_control,
+    emit_dot,
+    emit_gather,
+    emit_loops,
+    emit_misc,
+    emit_reduce,
+    emit_sort,
+)
+from xlc.backend_cpu.emitter import CpuEmitter
+from xlc.backend_cpu.executable import CpuExecutable
+from xlc.backend_cpu.parallel import host_threads
+from xlc.codegen import llvm_utils as lu
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloModule
+from xlc.options import CompileOptions, default_options
+from xlc.passes import DeadCodeElimination, Pipeline, simplification_passes
+from xlc.passes.buffer_assignment import BufferAssignment, assign_buffers
+from xlc.passes.copy_insertion import CopyInsertion
+from xlc.passes.fusion import InstructionFusion
+from xlc.passes.multi_output_fusion import MultiOutputFusion
+from xlc.passes.pipeline import FixedPoint, HloPass
+from xlc.passes.scheduler import MemoryScheduler
+
+log = logging.getLogger("xlc.backend_cpu")
+
+
+def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
+    """The CPU HLO pipeline, in order."""
+    passes: list[HloPass | FixedPoint] = [
+        # call inlining, then simplifier / constant folding / CSE / DCE to a fixed point
+        *simplification_passes(options),
+    ]
+    if options.fusion:
+        passes += [
+            # producer -> consumer fusion into kLoop / kInput fusions (CPU rules)
+            InstructionFusion(),
+            # siblings and expensive producers become multi-output fusions (softmax: exp once)
+            MultiOutputFusion(),
+            # fused-away producers are dead now
+            DeadCodeElimination(),
+        ]
+    passes += [
+        # copies that make must-alias buffers (while, in-place ops, live-out params) correct
+        CopyInsertion(),
+        # a memory-minimising order of every computation: buffer assignment packs by it
+        MemoryScheduler(options.scheduler),
+    ]
+    return passes
+
+
+def run_cpu_passes(module: HloModule, options: CompileOptions) -> BufferAssignment:
+    """Run the CPU pipeline on `module` (in place) and assign its buffers."""
+    Pipeline("cpu", cpu_passes(options)).run(module, options)
+    return assign_buffers(module)
+
+
+def _check_entry(module: HloModule, ba: BufferAssignment) -> None:
+    assert module.entry is not None
+    for p in module.entry.parameters:
+        if not p.shape.is_array:
+            raise UnsupportedOpError(
+                f"CPU backend: tuple-shaped entry parameter {p.name} is unsupported")
+
+
+def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> CpuExecutable:
+    """Compile `module` for the host CPU. The module is cloned (the caller's stays as is).
+
+    Raises UnsupportedOpError naming the instruction for anything without a CPU emitter, and
+    LoweringError when the generated LLVM IR fails verification."""
+    options = options or default_options()
+    t0 = time.perf_counter()
+    mod = module.clone()
+    ba = run_cpu_passes(mod, options)
+    _check_entry(mod, ba)
+    t1 = time.perf_counter()
+    entry_name = lu.unique_symbol(f"xlc_{_ident(mod.name)}")
+    llmod = CpuEmitter(mod, ba, entry_name, host_threads(options.threads)).emit()
+    t2 = time.perf_counter()
+    ref = lu.compile_module(llmod, entry_name, opt_level=options.opt_level)
+    t3 = time.perf_counter()
+    timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "llvm_s": t3 - t2}
+    log.debug("compiled %s: %s", mod.name, timings)
+    return CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
+                         llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings)
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)[:40] or "module"

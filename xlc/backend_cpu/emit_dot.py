@@ -1,0 +1,201 @@
+"""Dot: batch dims, any number of contracting and free dims, any layouts.
+
+Output dims are [batch..., lhs free..., rhs free...] (XLA's DotGeneral). Two loop nests:
+* f32/f64/integer results accumulate in the output buffer in `b, m, k, n` order: the innermost
+  loop runs along the rhs/output free dims, contiguous for row-major operands, and vectorises
+  (`contract` lets LLVM form FMAs); the k/n loops are blocked so the rhs panel stays in L2;
+* f16/bf16 results accumulate each output element in f32 registers (`b, m, n, k`) and round
+  once.
+Complex dots are unsupported (UnsupportedOpError). A packed AVX-512 microkernel is future work.
+"""
+from __future__ import annotations
+
+import logging
+
+from llvmlite import ir
+
+from xlc.backend_cpu.emit_loops import operand_buffers
+from xlc.backend_cpu.emit_matmul import emit_matmul, matmul_applicable
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, element_type, i64, register
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.convert import convert_value
+from xlc.codegen.scalar_types import from_compute, to_compute
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import PrimitiveType, Shape, default_layout
+
+log = logging.getLogger("xlc.backend_cpu")
+
+K_BLOCK = 128
+N_BLOCK = 512
+
+
+def strides(shape: Shape) -> list[int]:
+    """Element stride of every logical dim of `shape` in its physical layout."""
+    lay = shape.layout or default_layout(shape.rank)
+    out = [0] * shape.rank
+    s = 1
+    for d in lay.minor_to_major:
+        out[d] = s
+        s *= shape.dims[d]
+    return out
+
+
+def _offset(b: ir.IRBuilder, terms: list[tuple[ir.Value, int]]) -> ir.Value:
+    acc: ir.Value = i64(0)
+    for v, s in terms:
+        if s == 0:
+            continue
+        t = v if s == 1 else b.mul(v, i64(s), flags=["nsw"])
+        acc = t if isinstance(acc, ir.Constant) else b.add(acc, t, flags=["nsw"])
+    return acc
+
+
+class _DotPlan:
+    """Dimension bookkeeping of one dot."""
+
+    def __init__(self, inst: HloInstruction):
+        lhs, rhs = inst.operands
+        a = inst.attrs
+        self.lb = [int(d) for d in a.get("lhs_batch_dims", ())]
+        self.rb = [int(d) for d in a.get("rhs_batch_dims", ())]
+        self.lc = [int(d) for d in a.get("lhs_contracting_dims", ())]
+        self.rc = [int(d) for d in a.get("rhs_contracting_dims", ())]
+        self.lf = [d for d in range(lhs.shape.rank) if d not in self.lb + self.lc]
+        self.rf = [d for d in range(rhs.shape.rank) if d not in self.rb + self.rc]
+        self.ls, self.rs, self.os = strides(lhs.shape), strides(rhs.shape), strides(inst.shape)
+        nb, nm = len(self.lb), len(self.lf)
+        self.ob = list(range(nb))
+        self.om = list(range(nb, nb + nm))
+        self.on = list(range(nb + nm, nb + nm + len(self.rf)))
+        self.bsizes = [lhs.shape.dims[d] for d in self.lb]
+        self.msizes = [lhs.shape.dims[d] for d in self.lf]
+        self.nsizes = [rhs.shape.dims[d] for d in self.rf]
+        self.ksizes = [lhs.shape.dims[d] for d in self.lc]
+
+    def lhs_off(self, b: ir.IRBuilder, bi: list, mi: list, ki: list) -> ir.Value:
+        return _offset(b, [(v, self.ls[d]) for v, d in zip(bi + mi + ki,
+                                                            self.lb + self.lf + self.lc)])
+
+    def rhs_off(self, b: ir.IRBuilder, bi: list, ni: list, ki: list) -> ir.Value:
+        return _offset(b, [(v, self.rs[d]) for v, d in zip(bi + ni + ki,
+                                                            self.rb + self.rf + self.rc)])
+
+    def out_off(self, b: ir.IRBuilder, bi: list, mi: list, ni: list) -> ir.Value:
+        return _offset(b, [(v, self.os[d]) for v, d in zip(bi + mi + ni,
+                                                            self.ob + self.om + self.on)])
+
+
+def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    if lu.is_float_type(acc.type):
+        p = b.fmul(x, y)
+        p.flags.append("contract")
+        s = b.fadd(acc, p)
+        s.flags.append("contract")
+        return s
+    return b.add(acc, b.mul(x, y))
+
+
+def _load_as(k: Kernel, b: ir.IRBuilder, inst: HloInstruction, off: ir.Value,
+             out_pt: PrimitiveType) -> ir.Value:
+    pt = element_type(inst.shape, inst.name)
+    v = lu.load_element(b, k.ptr(inst), off, pt)
+    if pt is not out_pt:
+        v = convert_value(b, v, pt, out_pt)
+    return to_compute(b, v, out_pt) if out_pt.is_float else v
+
+
+def _memory_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
+                       out_pt: PrimitiveType) -> None:
+    b = k.b
+    lhs, rhs = inst.operands
+    zero = lu.const(lu.value_type(out_pt), 0)
+    with lu.for_nest(b, plan.bsizes, "b") as bi, lu.for_nest(b, plan.msizes, "m") as mi:
+        with lu.for_nest(b, plan.nsizes, "z") as ni:
+            lu.store_element(b, zero, k.ptr(inst), plan.out_off(b, bi, mi, ni), out_pt)
+        with lu.for_nest(b, plan.ksizes, "k") as ki:
+            a = _load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
+            with lu.for_nest(b, plan.nsizes, "n") as ni:
+                y = _load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
+                o = plan.out_off(b, bi, mi, ni)
+                acc = lu.load_element(b, k.ptr(inst), o, out_pt)
+                lu.store_element(b, _mul_add(b, acc, a, y), k.ptr(inst), o, out_pt)
+
+
+def _blocked_matmul(k: Kernel, inst: HloInstruction, plan: _DotPlan) -> None:
+    """Single batch/m/n/k dims, f32/f64: n and k blocked so the rhs panel stays in cache."""
+    b = k.b
+    lhs, rhs = inst.operands
+    pt = element_type(inst.shape, inst.name)
+    (msize,), (nsize,), (ksize,) = plan.msizes, plan.nsizes, plan.ksizes
+    nb = min(N_BLOCK, nsize)
+    kb = min(K_BLOCK, ksize)
+    zero = lu.const(lu.value_type(pt), 0)
+    with lu.for_nest(b, plan.bsizes, "b") as bi:
+        with lu.for_range(b, msize, name="zm") as m, lu.for_range(b, nsize, name="zn") as n:
+            lu.store_element(b, zero, k.ptr(inst), plan.out_off(b, bi, [m], [n]), pt)
+        with lu.for_range(b, i64(nsize), step=nb, name="n0") as n0, \
+                lu.for_range(b, i64(ksize), step=kb, name="k0") as k0:
+            nend = _min(b, b.add(n0, i64(nb)), nsize)
+            kend = _min(b, b.add(k0, i64(kb)), ksize)
+            with lu.for_range(b, msize, name="m") as m, \
+                    lu.for_range(b, kend, start=k0, name="k") as kk:
+                a = _load_as(k, b, lhs, plan.lhs_off(b, bi, [m], [kk]), pt)
+                with lu.for_range(b, nend, start=n0, name="n") as n:
+                    y = _load_as(k, b, rhs, plan.rhs_off(b, bi, [n], [kk]), pt)
+                    o = plan.out_off(b, bi, [m], [n])
+                    acc = lu.load_element(b, k.ptr(inst), o, pt)
+                    lu.store_element(b, _mul_add(b, acc, a, y), k.ptr(inst), o, pt)
+
+
+def _min(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
+    return b.select(b.icmp_signed("<", v, i64(hi)), v, i64(hi))
+
+
+def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
+                         out_pt: PrimitiveType) -> None:
+    b = k.b
+    lhs, rhs = inst.operands
+    cty = lu.F32 if out_pt in (PrimitiveType.F16, PrimitiveType.BF16) else lu.value_type(out_pt)
+    with b.goto_entry_block():
+        slot = b.alloca(cty)
+    with lu.for_nest(b, plan.bsizes, "b") as bi, lu.for_nest(b, plan.msizes, "m") as mi, \
+            lu.for_nest(b, plan.nsizes, "n") as ni:
+        b.store(lu.const(cty, 0), slot)
+        with lu.for_nest(b, plan.ksizes, "k") as ki:
+            x = _load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
+            y = _load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
+            b.store(_mul_add(b, b.load(slot), x, y), slot)
+        res = b.load(slot)
+        if out_pt.is_float:
+            res = from_compute(b, res, out_pt)
+        lu.store_element(b, res, k.ptr(inst), plan.out_off(b, bi, mi, ni), out_pt)
+
+
+def _overlaps(em: CpuEmitter, inst: HloInstruction) -> bool:
+    out = em.slice(inst)
+    return any(em.slice(op).index == out.index for op in inst.operands)
+
+
+@register(Opcode.DOT)
+def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
+    """A dot as a loop nest (see the module docstring)."""
+    out_pt = element_type(inst.shape, inst.name)
+    for op in inst.operands:
+        if element_type(op.shape, op.name).is_complex:
+            raise UnsupportedOpError(f"CPU backend: complex dot is unsupported ({inst.name})")
+    if out_pt.is_complex or out_pt is PrimitiveType.PRED:
+        raise UnsupportedOpError(f"CPU backend: {out_pt.text} dot is unsupported ({inst.name})")
+    plan = _DotPlan(inst)
+    k = em.kernel(ctx, inst.name, [(inst, ())] + operand_buffers(inst))
+    if out_pt in (PrimitiveType.F16, PrimitiveType.BF16):
+        _register_accumulate(k, inst, plan, out_pt)
+    elif matmul_applicable(inst, plan) and not _overlaps(em, inst):
+        emit_matmul(k, inst, plan, em.threads)
+    elif (out_pt in (PrimitiveType.F32, PrimitiveType.F64) and len(plan.msizes) == 1
+          and len(plan.nsizes) == 1 and len(plan.ksizes) == 1):
+        _blocked_matmul(k, inst, plan)
+    else:
+        _memory_accumulate(k, inst, plan, out_pt)
+    k.finish()

@@ -1,0 +1,363 @@
+"""The CPU IR emitter: one LLVM module per executable, one function per computation.
+
+Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
+* `void <entry>(ptr buffer_table)`: the entry computation. `buffer_table[i]` is the base address
+  of BufferAllocation i (parameters, outputs, temp; constant allocations are LLVM globals and
+  their table slots are ignored). Every buffer address is `table[slice.index] + slice.offset`, as
+  the BufferAssignment says; emitters never decide memory.
+* every other control-flow computation (while condition/body, conditional branch, call target)
+  is an internal function of the same type, called as real control flow;
+* every reducer/comparator/scatter computation is an internal scalar function taking and
+  returning element values (`scalar_function`), inlined by LLVM;
+* every kernel (a fusion, an elementwise op, a reduce, a dot, ...) is an internal function with
+  one pointer argument per distinct slice it touches (`Kernel`); arguments whose slices overlap
+  no other argument are `noalias`, so loops vectorise without runtime checks.
+
+Per-opcode emission is dispatched through `EMITTERS` (Opcode -> function), filled by the
+`emit_*` modules. Unsupported instructions raise UnsupportedOpError naming the instruction.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, default_layout
+from xlc.passes.buffer_assignment import BufferAssignment, Slice
+
+log = logging.getLogger("xlc.backend_cpu")
+
+EmitFn = Callable[["CpuEmitter", "FnCtx", HloInstruction], None]
+EMITTERS: dict[Opcode, EmitFn] = {}
+"""Opcode -> emitter, filled by the emit_* modules (see `register`)."""
+
+UNSUPPORTED: dict[Opcode, str] = {
+    Opcode.CONVOLUTION: "convolution is not implemented by the CPU backend yet",
+    Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the CPU backend yet",
+    Opcode.RNG: "random number generation is not implemented by the CPU backend yet",
+    Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the CPU backend "
+                              "yet",
+    Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the CPU "
+                                     "backend yet",
+    Opcode.CUSTOM_CALL: "custom-call targets are not supported by the CPU backend",
+}
+"""Opcodes with no CPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
+
+
+def register(*ops: Opcode) -> Callable[[EmitFn], EmitFn]:
+    """Decorator: make `fn` the CPU emitter of `ops`."""
+    def deco(fn: EmitFn) -> EmitFn:
+        for op in ops:
+            EMITTERS[op] = fn
+        return fn
+    return deco
+
+
+def i64(v: int) -> ir.Constant:
+    """An i64 constant."""
+    return ir.Constant(lu.I64, v)
+
+
+def physical_order(shape: Shape) -> list[int]:
+    """Logical dims of `shape` from the most major to the most minor (physical order)."""
+    lay = shape.layout or default_layout(shape.rank)
+    return list(reversed(lay.minor_to_major))
+
+
+def element_type(shape: Shape, what: str) -> PrimitiveType:
+    """The element type of an array shape; UnsupportedOpError for tuples/tokens."""
+    pt = shape.element_type
+    if pt is None or pt is PrimitiveType.TOKEN:
+        raise UnsupportedOpError(f"CPU backend: {what} needs an array shape, got {shape}")
+    return pt
+
+
+@dataclass
+class FnCtx:
+    """A computation function being emitted: its builder and buffer-table argument."""
+
+    comp: HloComputation
+    fn: ir.Function
+    b: ir.IRBuilder
+    table: ir.Value
+
+
+@dataclass
+class Kernel:
+    """An internal `void name(ptr, ...)` function: one argument per distinct slice.
+
+    `ptr(inst, index)` is the address of that buffer inside the kernel; `b` is positioned in the
+    function's body; `finish()` returns from it."""
+
+    fn: ir.Function
+    b: ir.IRBuilder
+    args: dict[tuple[int, int, int], ir.Value]
+    slices: dict[tuple[int, ShapeIndex], Slice] = field(default_factory=dict)
+
+    def ptr(self, inst: HloInstruction, index: ShapeIndex = ()) -> ir.Value:
+        """The address of `inst`'s buffer at `index` (must be one the kernel was made with)."""
+        return self.args[self.slices[(inst.uid, tuple(index))].key()]
+
+    def finish(self) -> None:
+        """Terminate the kernel."""
+        self.b.ret_void()
+
+    def read(self, inst: HloInstruction, index: Index, shape_index: ShapeIndex = ()) -> ir.Value:
+        """Load element `index` (logical multi-index) of an unfused array operand."""
+        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
+        pt = element_type(shape, inst.name)
+        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
+        return lu.load_element(self.b, self.ptr(inst, shape_index), linear, pt)
+
+    def write(self, inst: HloInstruction, index: Index, value: ir.Value,
+              shape_index: ShapeIndex = ()) -> None:
+        """Store `value` at element `index` of `inst`'s (output) buffer at `shape_index`."""
+        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
+        pt = element_type(shape, inst.name)
+        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
+        lu.store_element(self.b, value, self.ptr(inst, shape_index), linear, pt)
+
+
+class LeafEmitter(ElementalIrEmitter):
+    """An ElementalIrEmitter where some instructions (unfused operands) are read from memory
+    through `leaves[uid](index)` instead of being generated."""
+
+    def __init__(self, builder: ir.IRBuilder, read_param: Callable[[int, Index], ir.Value],
+                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None):
+        super().__init__(builder, read_param)
+        self.leaves = leaves or {}
+
+    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
+        leaf = self.leaves.get(inst.uid)
+        if leaf is not None:
+            return leaf(index)
+        return super().generate(inst, index)
+
+
+class ReducerEmitter(LeafEmitter):
+    """Scalar emitter for reduction computations: float maximum/minimum become
+    `llvm.maximum`/`llvm.minimum` (NaN-propagating like XLA; LLVM vectorises them as
+    reductions, unlike the compare/select form). Only the sign of a zero result may differ."""
+
+    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
+        pt = inst.shape.element_type
+        if inst.opcode in (Opcode.MAXIMUM, Opcode.MINIMUM) and pt in (PrimitiveType.F32,
+                                                                      PrimitiveType.F64):
+            x, y = (self.generate(op, index) for op in inst.operands)
+            name = "llvm.maximum" if inst.opcode is Opcode.MAXIMUM else "llvm.minimum"
+            return lu.intrinsic(self.b, name, [x, y])
+        return super().generate(inst, index)
+
+
+@contextmanager
+def loop_over(b: ir.IRBuilder, shape: Shape, name: str = "i",
+              dims: Sequence[int] | None = None) -> Iterator[list[ir.Value]]:
+    """A loop nest over `shape`'s elements in physical order (the minor dimension innermost,
+    contiguous); yields the logical multi-index (i64 values). `dims` restricts the nest to those
+    logical dims (others are absent from the yielded list positions: they hold None)."""
+    order = [d for d in physical_order(shape) if dims is None or d in dims]
+    index: list[ir.Value | None] = [None] * shape.rank
+    with lu.for_nest(b, [shape.dims[d] for d in order], name=name) as ivs:
+        for d, v in zip(order, ivs):
+            index[d] = v
+        yield index  # type: ignore[misc]
+
+
+class CpuEmitter:
+    """Emits one LLVM module for a scheduled, buffer-assigned HLO module."""
+
+    def __init__(self, module: HloModule, assignment: BufferAssignment, entry_name: str,
+                 threads: int = 1):
+        self.hlo = module
+        self.threads = threads
+        self.ba = assignment
+        self.entry_name = entry_name
+        self.llmod = lu.new_module(entry_name)
+        self.comp_fns: dict[int, ir.Function] = {}
+        self.scalar_fns: dict[int, ir.Function] = {}
+        self._const_globals: dict[int, ir.GlobalVariable] = {}
+        self._kernel_count = 0
+        self.fnty = ir.FunctionType(lu.VOID, [lu.PTR])
+
+    # ---- top level --------------------------------------------------------------------------
+    def emit(self) -> ir.Module:
+        """Emit every control-flow computation (callees first) and the entry; returns the
+        llvmlite module. Raises UnsupportedOpError for instructions with no CPU emitter."""
+        entry = self.hlo.entry
+        assert entry is not None
+        self.computation_function(entry, self.entry_name)
+        return self.llmod
+
+    def computation_function(self, comp: HloComputation, name: str | None = None
+                             ) -> ir.Function:
+        """The `void(ptr table)` function of control-flow computation `comp` (emitted once)."""
+        fn = self.comp_fns.get(id(comp))
+        if fn is not None:
+            return fn
+        fname = name or self.llmod.get_unique_name(f"comp.{comp.name}")
+        fn = ir.Function(self.llmod, self.fnty, name=fname)
+        if name is None:
+            fn.linkage = "internal"
+        self.comp_fns[id(comp)] = fn
+        fn.args[0].name = "table"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ctx = FnCtx(comp, fn, b, fn.args[0])
+        for inst in self.schedule_of(comp):
+            self.emit_instruction(ctx, inst)
+        ctx.b.ret_void()
+        return fn
+
+    def schedule_of(self, comp: HloComputation) -> list[HloInstruction]:
+        """The instruction order of `comp`: the module schedule, else post order."""
+        sched = self.hlo.schedule
+        if sched is not None and comp in sched:
+            return list(sched[comp])
+        return comp.post_order()
+
+    def emit_instruction(self, ctx: FnCtx, inst: HloInstruction) -> None:
+        """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none)."""
+        fn = EMITTERS.get(inst.opcode)
+        if fn is None:
+            why = UNSUPPORTED.get(inst.opcode, "no emitter")
+            target = inst.attrs.get("custom_call_target")
+            what = f"'{inst.opcode.text}'" + (f" target '{target}'" if target else "")
+            raise UnsupportedOpError(f"CPU backend cannot compile {what} ({inst.name}): {why}")
+        fn(self, ctx, inst)
+
+    # ---- buffers ----------------------------------------------------------------------------
+    def slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
+        """The assigned slice of `inst` at `index`."""
+        return self.ba.slice_of(inst, tuple(index))
+
+    def _constant_global(self, alloc_index: int) -> ir.GlobalVariable:
+        gv = self._const_globals.get(alloc_index)
+        if gv is not None:
+            return gv
+        alloc = self.ba.allocations[alloc_index]
+        data = bytearray(alloc.size)
+        for buf, (off, size) in alloc.assigned.items():
+            inst = buf.instruction
+            if inst.opcode is not Opcode.CONSTANT or buf.index:
+                continue
+            raw = constant_bytes(inst)
+            data[off:off + len(raw)] = raw
+        aty = ir.ArrayType(lu.I8, max(1, len(data)))
+        gv = ir.GlobalVariable(self.llmod, aty, name=self.llmod.get_unique_name("constant"))
+        gv.initializer = ir.Constant(aty, data if data else bytearray(1))
+        gv.global_constant = True
+        gv.linkage = "internal"
+        gv.align = 64
+        self._const_globals[alloc_index] = gv
+        return gv
+
+    def slice_address(self, b: ir.IRBuilder, table: ir.Value, sl: Slice) -> ir.Value:
+        """`table[sl.index] + sl.offset` (or the constant's global)."""
+        if sl.allocation.is_constant:
+            base: ir.Value = self._constant_global(sl.index)
+        else:
+            slot = b.gep(table, [i64(sl.index)], inbounds=True, source_etype=lu.PTR)
+            base = b.load(slot, typ=lu.PTR, align=8)
+        if sl.offset:
+            base = b.gep(base, [i64(sl.offset)], inbounds=True, source_etype=lu.I8)
+        return base
+
+    def address(self, ctx: FnCtx, inst: HloInstruction, index: ShapeIndex = ()) -> ir.Value:
+        """Address of `inst`'s buffer at `index` inside computation function `ctx`."""
+        return self.slice_address(ctx.b, ctx.table, self.slice(inst, index))
+
+    def kernel(self, ctx: FnCtx, label: str,
+               buffers: Sequence[tuple[HloInstruction, ShapeIndex]]) -> Kernel:
+        """Create a kernel function over `buffers` and emit its call at the current point of
+        `ctx`. Identical slices share one argument; an argument is `noalias` when its slice
+        overlaps no other argument's slice."""
+        slices: dict[tuple[int, ShapeIndex], Slice] = {}
+        distinct: list[Slice] = []
+        for inst, index in buffers:
+            sl = self.slice(inst, index)
+            slices[(inst.uid, tuple(index))] = sl
+            if sl not in distinct:
+                distinct.append(sl)
+        self._kernel_count += 1
+        name = self.llmod.get_unique_name(f"k.{label}")
+        fn = ir.Function(self.llmod, ir.FunctionType(lu.VOID, [lu.PTR] * len(distinct)),
+                         name=name)
+        fn.linkage = "internal"
+        args: dict[tuple[int, int, int], ir.Value] = {}
+        for arg, sl in zip(fn.args, distinct):
+            if not any(_overlap(sl, o) for o in distinct if o is not sl):
+                arg.add_attribute("noalias")
+            arg.add_attribute("nonnull")
+            args[sl.key()] = arg
+        ctx.b.call(fn, [self.slice_address(ctx.b, ctx.table, sl) for sl in distinct])
+        kb = ir.IRBuilder(fn.append_basic_block("entry"))
+        return Kernel(fn, kb, args, slices)
+
+    # ---- embedded computations -------------------------------------------------------------
+    def scalar_function(self, comp: HloComputation, reassoc: bool = False) -> ir.Function:
+        """An internal function computing `comp` on scalars: parameters are element values
+        (value_type), the result a value or, for a tuple root, a literal struct of values.
+        With `reassoc`, float add/multiply get the `reassoc` flag (reductions vectorise)."""
+        key = id(comp) * 2 + int(reassoc)
+        fn = self.scalar_fns.get(key)
+        if fn is not None:
+            return fn
+        ptys = []
+        for p in comp.parameters:
+            if not p.shape.is_array or p.shape.rank:
+                raise UnsupportedOpError(
+                    f"CPU backend: computation {comp.name} must take scalars ({p.name})")
+            ptys.append(lu.value_type(element_type(p.shape, p.name)))
+        root = comp.root
+        assert root is not None
+        if root.shape.is_tuple:
+            elems = [element_type(s, root.name) for s in root.shape.tuple_shapes or ()]
+            rty: ir.Type = ir.LiteralStructType([lu.value_type(t) for t in elems])
+        else:
+            rty = lu.value_type(element_type(root.shape, root.name))
+        fn = ir.Function(self.llmod, ir.FunctionType(rty, ptys),
+                         name=self.llmod.get_unique_name(f"f.{comp.name}"))
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline")
+        self.scalar_fns[key] = fn
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        params = {p.parameter_number: a for p, a in zip(comp.parameters, fn.args)}
+        gen = (ReducerEmitter if reassoc else LeafEmitter)(b, lambda n, _idx: params[n])
+        if root.opcode is Opcode.TUPLE:
+            vals = [gen.generate(op, []) for op in root.operands]
+            res: ir.Value = ir.Constant(rty, ir.Undefined)
+            for k, v in enumerate(vals):
+                res = b.insert_value(res, v, k)
+        else:
+            res = gen.generate(root, [])
+        b.ret(res)
+        if reassoc:
+            for block in fn.blocks:
+                for ins in block.instructions:
+                    if getattr(ins, "opname", "") in ("fadd", "fmul"):
+                        ins.flags.append("reassoc")
+        return fn
+
+
+def _overlap(a: Slice, b: Slice) -> bool:
+    return (a.index == b.index and a.offset < b.offset + b.size
+            and b.offset < a.offset + a.size)
+
+
+def constant_bytes(inst: HloInstruction) -> bytes:
+    """The bytes of an array constant in its physical layout (pred as one byte)."""
+    lit = inst.attrs["literal"]
+    pt = element_type(inst.shape, inst.name)
+    if lit.elided or lit.array is None:
+        raise UnsupportedOpError(f"constant {inst.name} has no value (elided literal)")
+    arr = np.asarray(lit.array).astype(pt.dtype).reshape(inst.shape.dims)
+    order = physical_order(inst.shape)
+    return np.ascontiguousarray(arr.transpose(order)).tobytes()

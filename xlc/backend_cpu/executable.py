@@ -1,0 +1,185 @@
+"""CpuExecutable: runs the JIT-compiled entry `void entry(ptr buffer_table)`.
+
+Per allocation of the BufferAssignment one table slot:
+* temp and thread-local allocations: one 64-byte-aligned block allocated once and reused by
+  every call (so calls are serialised by a lock);
+* entry parameters: the caller's array itself (no copy when it is C-contiguous with the right
+  dtype and the parameter has the default layout); a donated (io-aliased) parameter is copied
+  into a fresh output block first, so the caller's array is never written;
+* outputs: a fresh 64-byte-aligned block per call; the returned arrays are views of it;
+* constants: LLVM globals (slot unused).
+All of this is precomputed at construction; a call only fills the parameter and output slots.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xlc.errors import ArgumentError, ArtifactError
+from xlc.hlo.ir import HloModule
+from xlc.hlo.shape import Shape, ShapeIndex, default_layout
+from xlc.passes.buffer_assignment import BufferAssignment
+
+log = logging.getLogger("xlc.backend_cpu")
+
+ALIGN = 64
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """An uninitialised uint8 array of `nbytes` whose data is 64-byte aligned."""
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off:off + nbytes]
+
+
+def _physical_perm(shape: Shape) -> list[int] | None:
+    """The transpose taking a logical array to physical (major-to-minor) order, or None when
+    the layout is the default row-major one."""
+    lay = shape.layout or default_layout(shape.rank)
+    order = list(reversed(lay.minor_to_major))
+    return None if order == list(range(shape.rank)) else order
+
+
+@dataclass
+class _Param:
+    slot: int
+    number: int
+    dtype: np.dtype
+    dims: tuple[int, ...]
+    perm: list[int] | None
+    donated: bool
+
+
+@dataclass
+class _Leaf:
+    slot: int
+    offset: int
+    size: int
+    dtype: np.dtype
+    dims: tuple[int, ...]
+    perm: list[int] | None
+    kind: str
+
+
+class CpuExecutable:
+    """A compiled module. `run(flat_args)` -> flat list of output arrays (tuple leaves in
+    order). Requires args in parameter order with the parameters' dims (dtype is converted)."""
+
+    def __init__(self, module: HloModule, assignment: BufferAssignment, entry_name: str,
+                 address: int, llvm_ir: str = "", optimized_ir: str = "",
+                 timings: dict[str, float] | None = None):
+        assert module.entry is not None and module.entry.root is not None
+        self.module = module
+        self.assignment = assignment
+        self.entry_name = entry_name
+        self.llvm_ir = llvm_ir
+        self.optimized_ir = optimized_ir
+        self.timings = timings or {}
+        self._fn = _ENTRY_TYPE(address)
+        self._lock = threading.Lock()
+        allocs = assignment.allocations
+        self._nslots = len(allocs)
+        self._template = (ctypes.c_void_p * max(1, self._nslots))()
+        self._persistent: list[np.ndarray] = []
+        self._outputs: list[tuple[int, int]] = []
+        self._params: list[_Param] = []
+        params = module.entry.parameters
+        for a in allocs:
+            if a.is_entry_computation_parameter:
+                p = params[a.parameter_number]
+                self._params.append(_Param(a.index, a.parameter_number, p.shape.dtype,
+                                           tuple(p.shape.dims), _physical_perm(p.shape),
+                                           a.aliased_with_output or a.maybe_live_out))
+            elif a.is_constant:
+                continue
+            elif a.maybe_live_out:
+                self._outputs.append((a.index, a.size))
+            else:
+                buf = aligned_empty(a.size)
+                self._persistent.append(buf)
+                self._template[a.index] = buf.ctypes.data
+        self._leaves: list[_Leaf] = []
+        for index, shape in module.entry.root.shape.leaves():
+            self._leaves.append(self._leaf(index, shape))
+
+    def _leaf(self, index: ShapeIndex, shape: Shape) -> _Leaf:
+        root = self.module.entry.root  # type: ignore[union-attr]
+        sl = self.assignment.slice_of(root, index)
+        a = sl.allocation
+        return _Leaf(a.index, sl.offset, shape.byte_size(), shape.dtype, tuple(shape.dims),
+                     _physical_perm(shape), a.kind)
+
+    # ---- running ----------------------------------------------------------------------------
+    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        """Run once; returns fresh output arrays (views of 64-byte-aligned blocks)."""
+        if len(flat_args) != len(self.module.entry.parameters):  # type: ignore[union-attr]
+            raise ArgumentError(f"{self.module.name}: expected "
+                                f"{len(self.module.entry.parameters)} arguments, "  # type: ignore
+                                f"got {len(flat_args)}")
+        table = (ctypes.c_void_p * max(1, self._nslots)).from_buffer_copy(self._template)
+        keep: list[np.ndarray] = []
+        blocks: dict[int, np.ndarray] = {}
+        for slot, size in self._outputs:
+            buf = aligned_empty(size)
+            blocks[slot] = buf
+            table[slot] = buf.ctypes.data
+        for p in self._params:
+            arr = np.asarray(flat_args[p.number])
+            if arr.shape != p.dims:
+                raise ArgumentError(f"{self.module.name}: argument {p.number} has shape "
+                                    f"{arr.shape}, expected {p.dims}")
+            if p.perm is not None:
+                arr = arr.transpose(p.perm)
+            if p.donated:
+                buf = aligned_empty(arr.nbytes)
+                np.copyto(buf.view(p.dtype).reshape(arr.shape), arr, casting="unsafe")
+                blocks[p.slot] = buf
+                arr = buf
+            elif arr.dtype != p.dtype or not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr, dtype=p.dtype)
+            keep.append(arr)
+            table[p.slot] = arr.ctypes.data
+        with self._lock:
+            self._fn(ctypes.addressof(table))
+        return [self._output(leaf, blocks) for leaf in self._leaves]
+
+    def _output(self, leaf: _Leaf, blocks: dict[int, np.ndarray]) -> np.ndarray:
+        block = blocks.get(leaf.slot)
+        if block is None:  # constant or temp leaf: copy out of the global/temp block
+            raise ArtifactError(f"output leaf in a {leaf.kind} allocation is not supported")
+        raw = block[leaf.offset:leaf.offset + leaf.size]
+        if leaf.perm is None:
+            return raw.view(leaf.dtype).reshape(leaf.dims)
+        phys = tuple(leaf.dims[d] for d in leaf.perm)
+        return raw.view(leaf.dtype).reshape(phys).transpose(np.argsort(leaf.perm))
+
+    __call__ = run
+
+    # ---- introspection ----------------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int]:
+        """Byte counts of the buffer assignment (parameter/output/temp/constant/...)."""
+        return dict(self.assignment.stats())
+
+    def as_text(self) -> str:
+        """The HLO module after the CPU pipeline (fusions, copies, schedule)."""
+        from xlc.hlo.printer import print_module
+
+        return print_module(self.module)
+
+    def object_code(self) -> bytes:
+        """Host object code of the optimised LLVM module (regenerated on demand)."""
+        from xlc.codegen import llvm_utils as lu
+
+        ref = lu.parse_and_verify(self.optimized_ir, self.entry_name)
+        return lu.emit_object(ref)
+
+    def describe(self) -> dict[str, Any]:
+        """Entry symbol, timings and memory stats (for dumps and tools)."""
+        return {"entry": self.entry_name, "timings": self.timings,
+                "memory": self.memory_stats()}

@@ -1,0 +1,168 @@
+"""Array creation for `xlc.numpy`: full/zeros/ones (and *_like), arange, linspace, eye,
+asarray/array, tril/triu. Values created without an explicit dtype default to s32/f32, as in
+JAX."""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from xlc.frontend import dtypes
+from xlc.frontend import lax as _lax
+from xlc.frontend.eager import eager_ok
+from xlc.frontend.tracer import Tracer, as_tracer, trace_error
+from xlc.hlo.shape import PrimitiveType as PT
+
+__all__ = ["full", "zeros", "ones", "full_like", "zeros_like", "ones_like", "arange",
+           "linspace", "eye", "asarray", "array", "tril", "triu"]
+
+
+def _api() -> Any:
+    from xlc.frontend import numpy_api
+
+    return numpy_api
+
+
+# ---- creation ---------------------------------------------------------------------------
+def _shape_tuple(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+@eager_ok
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Tracer:
+    """An array of `shape` filled with `fill_value` (dtype defaults to the value's)."""
+    pt = dtypes.to_ptype(dtype) if dtype is not None else None
+    v = as_tracer(fill_value, pt)
+    if v.ndim:
+        return _api().broadcast_to(v, _shape_tuple(shape))
+    return _lax.broadcast_in_dim(v, _shape_tuple(shape), ())
+
+
+@eager_ok
+def zeros(shape: Any, dtype: Any = None) -> Tracer:
+    """Zeros of `shape` (f32 by default)."""
+    return full(shape, 0, dtype or np.float32)
+
+
+@eager_ok
+def ones(shape: Any, dtype: Any = None) -> Tracer:
+    """Ones of `shape` (f32 by default)."""
+    return full(shape, 1, dtype or np.float32)
+
+
+@eager_ok
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Tracer:
+    """Like `full` with `a`'s shape and dtype by default."""
+    t = as_tracer(a)
+    return full(t.shape if shape is None else shape, fill_value, dtype or t.ptype)
+
+
+@eager_ok
+def zeros_like(a: Any, dtype: Any = None) -> Tracer:
+    """Zeros with `a`'s shape and dtype."""
+    return full_like(a, 0, dtype)
+
+
+@eager_ok
+def ones_like(a: Any, dtype: Any = None) -> Tracer:
+    """Ones with `a`'s shape and dtype."""
+    return full_like(a, 1, dtype)
+
+
+@eager_ok
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Tracer:
+    """Evenly spaced values in [start, stop) (static bounds; s32 for ints, f32 for floats)."""
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            raise trace_error("arange: start/stop/step must be static Python numbers, got a "
+                              "traced value")
+    n = builtins.max(int(np.ceil((stop - start) / step)), 0)
+    if dtype is None:
+        is_int = builtins.all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+        pt = PT.S32 if is_int else PT.F32
+    else:
+        pt = dtypes.to_ptype(dtype)
+    i = _lax.iota(pt, n)
+    if step != 1:
+        i = _api().multiply(i, as_tracer(step, pt))
+    if start != 0:
+        i = _api().add(i, as_tracer(start, pt))
+    return i
+
+
+@eager_ok
+def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
+             dtype: Any = None) -> Tracer:
+    """`num` evenly spaced values from start to stop (static bounds)."""
+    pt = dtypes.to_ptype(dtype) if dtype is not None else PT.F32
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    i = _lax.convert_element_type(_lax.iota(PT.S32, num), PT.F32)
+    return _api().astype(_api().add(_api().multiply(i, step), start), pt)
+
+
+@eager_ok
+def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = None) -> Tracer:
+    """Identity-like matrix with ones on diagonal k."""
+    m = n if m is None else m
+    rows = _lax.broadcasted_iota(PT.S32, (n, m), 0)
+    cols = _lax.broadcasted_iota(PT.S32, (n, m), 1)
+    return _api().astype(_api().equal(_api().add(rows, k), cols), dtype or np.float32)
+
+
+@eager_ok
+def asarray(x: Any, dtype: Any = None) -> Tracer:
+    """A traced array from a Tracer, numpy array or (nested lists of) scalars."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else _api().astype(x, dtype)
+    if isinstance(x, (list, tuple)):
+        if _contains_tracer(x):
+            return _api().stack([asarray(v, dtype) for v in x])
+        x = np.asarray(x)
+        if x.dtype == np.float64:
+            x = x.astype(np.float32)
+        elif x.dtype == np.int64:
+            x = x.astype(np.int32)
+    return as_tracer(x, dtypes.to_ptype(dtype) if dtype is not None else None)
+
+
+array = asarray
+
+
+def _contains_tracer(x: Any) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    return isinstance(x, (list, tuple)) and builtins.any(_contains_tracer(v) for v in x)
+
+
+def _tri_mask(shape: tuple[int, ...], k: int, lower: bool) -> Tracer:
+    n, m = shape[-2], shape[-1]
+    rows = _lax.broadcasted_iota(PT.S32, (n, m), 0)
+    cols = _lax.broadcasted_iota(PT.S32, (n, m), 1)
+    xnp = _api()
+    diag = xnp.add(rows, k)
+    mask = xnp.less_equal(cols, diag) if lower else xnp.greater_equal(cols, diag)
+    return _lax.broadcast_in_dim(mask, shape, (len(shape) - 2, len(shape) - 1))
+
+
+@eager_ok
+def tril(m: Any, k: int = 0) -> Tracer:
+    """Zero the elements above diagonal k (last two dims)."""
+    t = as_tracer(m)
+    if t.ndim < 2:
+        raise trace_error(f"tril: needs at least 2 dims, got {t.aval_text}")
+    return _api().where(_tri_mask(t.shape, k, True), t, zeros_like(t))
+
+
+@eager_ok
+def triu(m: Any, k: int = 0) -> Tracer:
+    """Zero the elements below diagonal k (last two dims)."""
+    t = as_tracer(m)
+    if t.ndim < 2:
+        raise trace_error(f"triu: needs at least 2 dims, got {t.aval_text}")
+    return _api().where(_tri_mask(t.shape, k, False), t, zeros_like(t))

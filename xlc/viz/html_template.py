@@ -1,0 +1,180 @@
+"""CSS and JavaScript inlined into the page `xlc.viz.html.to_html` writes (no network, no CDN).
+
+The script: records any error into `#errors` and `body[data-errors]`; pan (drag) and zoom
+(wheel, buttons) on the graph by rewriting the SVG viewBox; a hover card for every element with
+a `data-tip`; clicking a timeline buffer highlights and centres its instruction in the graph;
+and finally sets `body[data-rendered="ok"]`.
+"""
+from __future__ import annotations
+
+CSS = """
+:root { --ink:#1f2933; --muted:#6b7785; --line:#d9dee5; --bg:#f5f7fa; --card:#ffffff;
+        --accent:#3a5bd9; --peak:#d62839; }
+* { box-sizing: border-box; }
+body { margin:0; font:13px/1.45 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;
+       color:var(--ink); background:var(--bg); }
+header { padding:18px 28px 8px; background:linear-gradient(120deg,#1e2a4a,#3a5bd9);
+         color:#fff; }
+header h1 { margin:0 0 2px; font-size:20px; font-weight:600; letter-spacing:.2px; }
+header .sub { opacity:.8; font-size:12px; }
+.stats { display:flex; flex-wrap:wrap; gap:10px; margin:14px 0 10px; }
+.stat { background:rgba(255,255,255,.12); border:1px solid rgba(255,255,255,.22);
+        border-radius:8px; padding:7px 13px; min-width:112px; }
+.stat .k { font-size:10.5px; text-transform:uppercase; letter-spacing:.6px; opacity:.8; }
+.stat .v { font-size:17px; font-weight:600; }
+.stat.peak { background:#d62839; border-color:#ff9aa5; }
+main { padding:14px 28px 30px; }
+section { background:var(--card); border:1px solid var(--line); border-radius:10px;
+          margin-bottom:18px; box-shadow:0 1px 3px rgba(16,24,40,.06); }
+section > h2 { margin:0; padding:10px 16px; font-size:14px; border-bottom:1px solid var(--line);
+               display:flex; align-items:center; gap:12px; }
+section > h2 .hint { font-weight:400; color:var(--muted); font-size:12px; }
+.toolbar { margin-left:auto; display:flex; gap:6px; }
+.toolbar button { border:1px solid var(--line); background:#fff; border-radius:6px;
+                  padding:2px 10px; cursor:pointer; font-size:13px; }
+.toolbar button:hover { background:#eef2ff; }
+#graph-view { height:68vh; min-height:420px; overflow:hidden; cursor:grab; background:
+  radial-gradient(circle,#e3e7ee 1px,transparent 1px) 0 0/18px 18px; }
+#graph-view.dragging { cursor:grabbing; }
+#graph { width:100%; height:100%; display:block; user-select:none; }
+.node rect { stroke-width:1.2; }
+.node text, .cluster text { font-size:11px; fill:var(--ink); }
+.node text.op { font-weight:600; }
+.node text.dim { fill:var(--muted); }
+.node.k-input rect { fill:#d8f3dc; stroke:#2d6a4f; }
+.node.k-parameter rect { fill:#edf6f0; stroke:#52796f; }
+.node.k-output rect { fill:#ffd6d6; stroke:#b23a48; stroke-width:2.4; }
+.node.k-root rect { fill:#ffe8d6; stroke:#b5651d; }
+.node.k-constant rect { fill:#f1f1f1; stroke:#888; }
+.node.k-plumbing rect { fill:#f8f9fa; stroke:#adb5bd; }
+.node.k-control rect { fill:#e0d7ff; stroke:#5a4fcf; }
+.node.k-heavy rect { fill:#cfe2ff; stroke:#1d4ed8; }
+.node.k-op rect { fill:#fff; stroke:#495057; }
+.node:hover rect, .cluster-head:hover { filter:brightness(.93); }
+.node.hl rect, .cluster.hl > rect.frame { stroke:var(--peak); stroke-width:3.5; }
+.cluster > rect.frame { fill:#fff6dc; stroke:#d4a017; stroke-width:1.3; }
+.cluster.computation > rect.frame { fill:#fbfbff; stroke:#5a4fcf; stroke-dasharray:5 3; }
+.cluster text.title { font-weight:600; }
+.edge { fill:none; stroke:#8792a2; stroke-width:1.3; }
+.edge.control { stroke-dasharray:2 3; }
+.edge.call { stroke:#5a4fcf; stroke-dasharray:6 4; opacity:.6; }
+.edge-label { font-size:9.5px; fill:var(--muted); }
+.timeline-wrap { padding:8px 16px 14px; overflow-x:auto; }
+.timeline-wrap h3 { margin:10px 0 2px; font-size:13px; }
+.legend { display:flex; flex-wrap:wrap; gap:14px; padding:10px 16px 0; color:var(--muted); }
+.legend span.sw { display:inline-block; width:12px; height:12px; border-radius:3px;
+                  margin-right:5px; vertical-align:-2px; border:1px solid rgba(0,0,0,.25); }
+svg.timeline .plot-bg { fill:#fafbfc; stroke:var(--line); }
+svg.timeline .grid { stroke:#e8ebf0; }
+svg.timeline .axis, svg.timeline .tick { font-size:10px; fill:var(--muted); }
+svg.timeline .buf { stroke-width:1; fill-opacity:.88; cursor:pointer; }
+svg.timeline .buf:hover { fill-opacity:1; stroke-width:2.2; }
+svg.timeline .buf-label { font-size:10px; fill:#1f2933; pointer-events:none; }
+svg.timeline .live-curve { fill:rgba(58,91,217,.18); stroke:var(--accent); stroke-width:1.2; }
+svg.timeline .peak-line { stroke:var(--peak); stroke-width:1.6; stroke-dasharray:5 3; }
+svg.timeline .peak-label { fill:var(--peak); font-size:11.5px; font-weight:600; }
+svg.timeline .heap-top { stroke:#111; stroke-width:1; stroke-dasharray:1 2; }
+.note { padding:14px 16px; color:var(--muted); }
+#tooltip { position:fixed; pointer-events:none; background:#111827; color:#f9fafb;
+           padding:7px 10px; border-radius:6px; font:11.5px/1.45 ui-monospace,Menlo,monospace;
+           white-space:pre; max-width:560px; box-shadow:0 4px 14px rgba(0,0,0,.25);
+           display:none; z-index:10; }
+#errors { color:#b00020; padding:0 28px; font-family:monospace; }
+footer { color:var(--muted); padding:0 28px 20px; font-size:11px; }
+"""
+
+JS = r"""
+(function () {
+  'use strict';
+  var errors = [];
+  function report(msg) {
+    errors.push(String(msg));
+    document.body.setAttribute('data-errors', String(errors.length));
+    var box = document.getElementById('errors');
+    if (box) { var d = document.createElement('div'); d.className = 'js-error';
+               d.textContent = 'JS error: ' + msg; box.appendChild(d); }
+  }
+  window.addEventListener('error', function (e) { report(e.message || e); });
+  try {
+    var view = document.getElementById('graph-view');
+    var svg = document.getElementById('graph');
+    var full = svg.getAttribute('data-size').split(' ').map(Number);
+    var vb = { x: 0, y: 0, w: full[0], h: full[1] };
+    function apply() { svg.setAttribute('viewBox', vb.x + ' ' + vb.y + ' ' + vb.w + ' ' + vb.h); }
+    function frame(maxScale) {
+      var r = view.getBoundingClientRect();
+      var s = Math.min(r.width / (full[0] + 40), r.height / (full[1] + 40));
+      if (maxScale !== undefined) { s = Math.max(Math.min(r.width / (full[0] + 40), maxScale), s); }
+      var w = r.width / s, h = r.height / s;
+      vb = { x: (full[0] - w) / 2, y: h > full[1] + 40 ? (full[1] - h) / 2 : -20, w: w, h: h };
+      apply();
+    }
+    function fit() { frame(); }
+    function zoom(f, cx, cy) {
+      var r = view.getBoundingClientRect();
+      var px = cx === undefined ? 0.5 : (cx - r.left) / r.width;
+      var py = cy === undefined ? 0.5 : (cy - r.top) / r.height;
+      var nw = vb.w * f, nh = vb.h * f;
+      vb.x += (vb.w - nw) * px; vb.y += (vb.h - nh) * py; vb.w = nw; vb.h = nh; apply();
+    }
+    view.addEventListener('wheel', function (e) {
+      e.preventDefault(); zoom(e.deltaY > 0 ? 1.15 : 1 / 1.15, e.clientX, e.clientY);
+    }, { passive: false });
+    var drag = null;
+    view.addEventListener('mousedown', function (e) {
+      drag = { x: e.clientX, y: e.clientY, vx: vb.x, vy: vb.y }; view.classList.add('dragging');
+    });
+    window.addEventListener('mousemove', function (e) {
+      if (!drag) { return; }
+      var r = view.getBoundingClientRect();
+      vb.x = drag.vx - (e.clientX - drag.x) * vb.w / r.width;
+      vb.y = drag.vy - (e.clientY - drag.y) * vb.h / r.height; apply();
+    });
+    window.addEventListener('mouseup', function () {
+      drag = null; view.classList.remove('dragging');
+    });
+    document.getElementById('zoom-in').onclick = function () { zoom(1 / 1.3); };
+    document.getElementById('zoom-out').onclick = function () { zoom(1.3); };
+    document.getElementById('zoom-fit').onclick = fit;
+    frame(1.0);
+
+    var tip = document.getElementById('tooltip');
+    document.addEventListener('mouseover', function (e) {
+      var t = e.target.closest ? e.target.closest('[data-tip]') : null;
+      if (!t) { tip.style.display = 'none'; return; }
+      tip.textContent = t.getAttribute('data-tip'); tip.style.display = 'block';
+    });
+    document.addEventListener('mousemove', function (e) {
+      if (tip.style.display !== 'block') { return; }
+      var x = e.clientX + 14, y = e.clientY + 14;
+      if (x + tip.offsetWidth > window.innerWidth - 8) { x = e.clientX - tip.offsetWidth - 14; }
+      if (y + tip.offsetHeight > window.innerHeight - 8) { y = e.clientY - tip.offsetHeight - 14; }
+      tip.style.left = x + 'px'; tip.style.top = y + 'px';
+    });
+
+    function focusNode(id) {
+      var olds = svg.querySelectorAll('.hl');
+      for (var i = 0; i < olds.length; i++) { olds[i].classList.remove('hl'); }
+      var el = document.getElementById(id);
+      if (!el) { return; }
+      el.classList.add('hl');
+      var box = el.getBBox(), m = el.transform.baseVal.consolidate();
+      var cx = box.x + box.width / 2 + (m ? m.matrix.e : 0);
+      var cy = box.y + box.height / 2 + (m ? m.matrix.f : 0);
+      vb.x = cx - vb.w / 2; vb.y = cy - vb.h / 2; apply();
+      view.scrollIntoView({ behavior: 'smooth', block: 'center' });
+    }
+    var bufs = document.querySelectorAll('svg.timeline .buf');
+    for (var i = 0; i < bufs.length; i++) {
+      bufs[i].addEventListener('click', function (e) {
+        focusNode(e.currentTarget.getAttribute('data-inst'));
+      });
+    }
+    document.body.setAttribute('data-nodes', String(svg.querySelectorAll('.node').length));
+    document.body.setAttribute('data-buffers', String(bufs.length));
+  } catch (err) {
+    report(err && err.stack ? err.stack : err);
+  }
+  if (!errors.length) { document.body.setAttribute('data-rendered', 'ok'); }
+})();
+"""
