@@ -383,3 +383,62 @@ def test_random_programs_run_correctly_through_their_memory(ops, outs, n_params,
         got_leaves = list(got) if isinstance(got, tuple) else [got]
         for a, b in zip(want, got_leaves):
             np.testing.assert_array_equal(a, b)
+
+
+GAP_LOOP = """
+HloModule gap
+
+cond {
+  cp = (s32[], f32[256]{0}) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  lim = s32[] constant(3)
+  ROOT lt = pred[] compare(ci, lim), direction=LT
+}
+
+body {
+  bp = (s32[], f32[256]{0}) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  one = s32[] constant(1)
+  inc = s32[] add(bi, one)
+  old = f32[256]{0} get-tuple-element(bp), index=1
+  t = f32[256]{0} exponential(old)
+  a = f32[256]{0} sine(t)
+  b = f32[256]{0} cosine(a)
+  new = f32[256]{0} add(b, t)
+  ROOT br = (s32[], f32[256]{0}) tuple(inc, new)
+}
+
+ENTRY main {
+  x = f32[256]{0} parameter(0)
+  zero = s32[] constant(0)
+  xn = f32[256]{0} negate(x)
+  init = (s32[], f32[256]{0}) tuple(zero, xn)
+  w = (s32[], f32[256]{0}) while(init), condition=cond, body=body
+  ROOT r = f32[256]{0} get-tuple-element(w), index=1
+}
+"""
+
+
+def test_loop_slot_is_free_between_last_read_and_new_value() -> None:
+    m = parse_module(GAP_LOOP, verify=True)
+    CopyInsertion().run(m)
+    body = m.computation("body")
+    order = ["bp", "bi", "one", "inc", "old", "t", "a", "b", "new", "br"]
+    sched = post_order_schedule(m)
+    sched[body] = [body.instruction(n) for n in order]
+    seq = SequentialHloOrdering(m, sched)
+    ba = assign_buffers(m, seq)
+    validate_buffer_assignment(ba)
+    live = ba.live_ranges
+    assert live is not None
+    slot = ba.dataflow.alias_set(ba.dataflow.defined_at(body.instruction("new")))
+    times = {n: live.time(body.instruction(n)) for n in order}
+    assert live.gaps[slot.id] == [TimeInterval(times["t"] + 1, times["new"] - 1)]
+    assert len(live.set_intervals(slot)) == 2
+    # `a` lives only inside the gap: it is placed in the loop slot's (output) allocation
+    out = ba.slice_of(m.entry.root)
+    assert ba.slice_of(body.instruction("a")) == out
+    assert ba.slice_of(body.instruction("b")) != out and ba.slice_of(body.instruction("t")) != out
+    x = np.linspace(-1, 1, 256).astype(np.float32)
+    want = evaluate(m, [x])
+    np.testing.assert_array_equal(run_with_memory(ba, None, [x]), want)

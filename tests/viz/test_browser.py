@@ -82,7 +82,7 @@ def test_harness_catches_js_errors(tmp_path: Path) -> None:
     from xlc.hlo.parser import parse_module
 
     html_text = to_html(parse_module(SIMPLE_HLO)).replace(
-        "frame(1.0);", "frame(1.0); noSuchFunction();")
+        "frame(0.75);", "frame(0.75); noSuchFunction();")
     page = write(tmp_path, "broken.html", html_text)
     dom = dump_dom(page, tmp_path)
     attrs = body_attrs(dom)

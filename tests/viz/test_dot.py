@@ -6,13 +6,13 @@ import shutil
 
 import pytest
 
-from tests.conftest import requires_corpus
-from tests.viz.helpers import CASES, optimized_case
+from tests.conftest import corpus_cases, requires_corpus
+from tests.viz.helpers import CASES, corpus_text, optimized_case
 from xlc.errors import XlcError
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
 from xlc.viz import dot as viz_dot
-from xlc.viz import render, to_dot, to_svg, write
+from xlc.viz import render, to_dot, to_html, to_svg, write
 
 NODE_RE = re.compile(r"^\s*(n\d+) \[label=\"((?:[^\"\\]|\\.)*)\"", re.M)
 EDGE_RE = re.compile(r"^\s*(n\d+) -> (n\d+) \[", re.M)
@@ -107,6 +107,18 @@ def test_dot_well_formed_on_optimized_corpus(name: str) -> None:
     for p in module.entry.parameters:
         s = ba.slice_of(p)
         assert f"alloc #{s.index} (parameter)" in text
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", corpus_cases())
+def test_xla_optimized_hlo_draws(name: str) -> None:
+    """XLA's own optimized modules (kCustom fusions, schedules, metadata) draw as well."""
+    module = parse_module(corpus_text(name, "optimized"))
+    _, _, clusters = check_well_formed(to_dot(module, hide_plumbing=True))
+    fusions = [i for i in module.entry.instructions if i.opcode is Opcode.FUSION]
+    assert len([c for c in clusters if c.startswith("cluster_n")]) >= len(fusions)
+    page = to_html(module, compute_assignment=False)
+    assert page.count('<g class="cluster fusion"') >= len(fusions)
 
 
 @requires_corpus

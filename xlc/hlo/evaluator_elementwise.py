@@ -361,7 +361,12 @@ def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _complex(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a + 1j * b
+    # Build from parts: `a + 1j * b` would turn complex(x, inf) into (nan, inf).
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    out = np.empty(a.shape, np.complex128 if a.dtype == np.float64 else np.complex64)
+    out.real = a
+    out.imag = b
+    return out
 
 
 # ---- compare / select / clamp -------------------------------------------------------------------

@@ -178,6 +178,7 @@ class _GraphDrawer:
             self.draw_group(key, x, HEAD)
             x += w + PANEL_GAP
             height = max(height, h + HEAD + PAD)
+        calls: list[str] = []  # drawn first, under the panels
         for e in self.g.edges:
             if e.style != "call" or e.src not in self.abs:
                 continue
@@ -189,9 +190,9 @@ class _GraphDrawer:
             sx, sy = self.abs[e.src]
             tx, ty = self.anchor[owner]
             mx = (sx + tx) / 2
-            self.out.append(f'<path class="edge call" d="M{sx:.1f},{sy:.1f} C{mx:.1f},{sy:.1f} '
-                            f'{mx:.1f},{ty:.1f} {tx:.1f},{ty:.1f}" marker-end="url(#arrow)"/>')
-        return "\n".join(self.out), max(x - PANEL_GAP, 1.0), max(height, 1.0)
+            calls.append(f'<path class="edge call" d="M{sx:.1f},{sy:.1f} C{mx:.1f},{sy:.1f} '
+                         f'{mx:.1f},{ty:.1f} {tx:.1f},{ty:.1f}" marker-end="url(#arrow)"/>')
+        return "\n".join(calls + self.out), max(x - PANEL_GAP, 1.0), max(height, 1.0)
 
 
 def graph_svg(g: vg.VizGraph) -> str:

@@ -101,12 +101,14 @@ JS = r"""
     var full = svg.getAttribute('data-size').split(' ').map(Number);
     var vb = { x: 0, y: 0, w: full[0], h: full[1] };
     function apply() { svg.setAttribute('viewBox', vb.x + ' ' + vb.y + ' ' + vb.w + ' ' + vb.h); }
-    function frame(maxScale) {
+    function frame(minScale) {
+      // whole graph when it fits at `minScale` or more; else start at the top-left corner
       var r = view.getBoundingClientRect();
       var s = Math.min(r.width / (full[0] + 40), r.height / (full[1] + 40));
-      if (maxScale !== undefined) { s = Math.max(Math.min(r.width / (full[0] + 40), maxScale), s); }
+      if (minScale !== undefined) { s = Math.max(s, Math.min(minScale, 1.0)); }
       var w = r.width / s, h = r.height / s;
-      vb = { x: (full[0] - w) / 2, y: h > full[1] + 40 ? (full[1] - h) / 2 : -20, w: w, h: h };
+      vb = { x: w > full[0] + 40 ? (full[0] - w) / 2 : -20,
+             y: h > full[1] + 40 ? (full[1] - h) / 2 : -20, w: w, h: h };
       apply();
     }
     function fit() { frame(); }
@@ -136,7 +138,7 @@ JS = r"""
     document.getElementById('zoom-in').onclick = function () { zoom(1 / 1.3); };
     document.getElementById('zoom-out').onclick = function () { zoom(1.3); };
     document.getElementById('zoom-fit').onclick = fit;
-    frame(1.0);
+    frame(0.75);
 
     var tip = document.getElementById('tooltip');
     document.addEventListener('mouseover', function (e) {
