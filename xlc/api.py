@@ -16,12 +16,13 @@ import functools
 import inspect
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from xlc.errors import ArgumentError, UnsupportedOpError, XlcError
+from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.frontend import dtypes, pytree
 from xlc.frontend.staging import Aval, trace_to_module
 from xlc.hlo.ir import HloModule, IOAlias
@@ -250,8 +251,16 @@ class Compiled:
         self.in_tree = in_tree
         self.out_tree = out_tree or _shape_tree(module.entry.root.shape)
         self.arg_names = list(arg_names or [])
-        # The backend optimizes a copy: `module` stays the traced/parsed program.
-        self._exe = _make_executable(module.clone(), backend, options)
+        # The backend optimizes a copy: `module` stays the traced/parsed program. With a
+        # persistent cache (options.cache_dir) a hit loads the stored executable instead.
+        t0 = time.perf_counter()
+        if options.cache_dir:
+            from xlc.compile_cache import cached_executable
+
+            self._exe = cached_executable(module, backend, options, _make_executable)
+        else:
+            self._exe = _make_executable(module.clone(), backend, options)
+        self.compile_seconds = time.perf_counter() - t0
 
     @property
     def input_shapes(self) -> tuple[Shape, ...]:
@@ -280,8 +289,11 @@ class Compiled:
         return str(self.optimized().assignment.report())
 
     def serialize(self, path: str) -> None:
-        """Write a serialized executable (arrives with the artifact feature)."""
-        raise XlcError("serialized executables arrive with the artifact feature")
+        """Write this executable to `path` as an `.xlc` file (see `xlc.artifact`); `xlc.load`
+        reads it back without tracing, passes or LLVM optimization."""
+        from xlc.artifact import write_artifact
+
+        write_artifact(self, path)
 
     def _label(self, i: int) -> str:
         if i < len(self.arg_names) and self.arg_names[i]:
@@ -557,5 +569,9 @@ def compile(hlo: str | HloModule, backend: str = "interpreter",  # noqa: A001
 
 
 def load(path: str) -> Any:
-    """Load a serialized executable (arrives with the artifact feature)."""
-    raise XlcError("serialized executables arrive with the artifact feature")
+    """Load a serialized executable (`.xlc`, written by `Compiled.serialize`): a callable with
+    the original signature, `memory_stats()`, `as_text()` and `.manifest`. Raises
+    ArtifactError for a damaged, tampered or incompatible file before running any code."""
+    from xlc.artifact import load as load_artifact
+
+    return load_artifact(path)

@@ -58,5 +58,6 @@ def programs(draw: st.DrawFn) -> tuple[str, list[np.ndarray], str]:
 @given(programs())
 def test_random_elementwise_program_matches_evaluator(prog: tuple) -> None:
     text, args, ty = prog
-    tol = {"f16": 2e-3, "bf16": 2e-2}.get(ty, 2e-5)
+    # chains of transcendentals amplify last-ulp differences (e.g. sine(exp(x)) near 50)
+    tol = {"f16": 2e-3, "bf16": 2e-2}.get(ty, 2e-4)
     check(text, *args, rtol=tol, atol=tol)

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from xlc.errors import VerificationError
@@ -17,7 +17,12 @@ from xlc.hlo.verifier import verify_module
 from xlc.passes.buffer_assignment import assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
-from xlc.passes.ordering import DependencyHloOrdering, PredecessorHloOrdering, SequentialHloOrdering
+from xlc.passes.ordering import (
+    DependencyHloOrdering,
+    PredecessorHloOrdering,
+    SequentialHloOrdering,
+    TimeInterval,
+)
 from xlc.passes.scheduler import MemoryScheduler
 
 from .memory_builders import (
@@ -360,6 +365,7 @@ def _random_topological(comp, rng) -> list:
 
 
 @settings(max_examples=30, deadline=None)
+@example(ops=[("unary", 0, 0, 0), ("unary", 1, 0, 0)], outs=[1], n_params=1, seed=0)
 @given(programs, st.lists(st.integers(0, 99), min_size=1, max_size=3), st.integers(1, 3),
        st.integers(0, 2**31))
 def test_random_programs_run_correctly_through_their_memory(ops, outs, n_params, seed) -> None:
@@ -403,7 +409,7 @@ body {
   old = f32[256]{0} get-tuple-element(bp), index=1
   t = f32[256]{0} exponential(old)
   a = f32[256]{0} sine(t)
-  b = f32[256]{0} cosine(a)
+  b = f32[256]{0} reverse(a), dimensions={0}
   new = f32[256]{0} add(b, t)
   ROOT br = (s32[], f32[256]{0}) tuple(inc, new)
 }
@@ -423,9 +429,9 @@ def test_loop_slot_is_free_between_last_read_and_new_value() -> None:
     m = parse_module(GAP_LOOP, verify=True)
     CopyInsertion().run(m)
     body = m.computation("body")
-    order = ["bp", "bi", "one", "inc", "old", "t", "a", "b", "new", "br"]
+    order = ["bp", "bi", "one", "inc", "old", "t", "a", "b", "new"]
     sched = post_order_schedule(m)
-    sched[body] = [body.instruction(n) for n in order]
+    sched[body] = [body.instruction(n) for n in order] + [body.root]
     seq = SequentialHloOrdering(m, sched)
     ba = assign_buffers(m, seq)
     validate_buffer_assignment(ba)
@@ -442,3 +448,24 @@ def test_loop_slot_is_free_between_last_read_and_new_value() -> None:
     x = np.linspace(-1, 1, 256).astype(np.float32)
     want = evaluate(m, [x])
     np.testing.assert_array_equal(run_with_memory(ba, None, [x]), want)
+
+
+def test_unreachable_computations_get_no_memory() -> None:
+    m = parse_module("""
+HloModule unreachable
+
+dead {
+  a = f32[4]{0} parameter(0)
+  ROOT n = f32[4]{0} negate(a)
+}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  ROOT e = f32[4]{0} exponential(x)
+}
+""", verify=True)
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    assert [a.kind for a in ba.allocations] == ["parameter", "output"]
+    with pytest.raises(VerificationError, match="no slices for 'n' at index"):
+        ba.slice_of(m.computation("dead").root)

@@ -327,3 +327,41 @@ def test_random_loops_run_correctly_through_their_memory(slots, init_src, outs) 
     args = [np.arange(4, dtype=np.float32) + 1, np.full(4, -2.5, np.float32)]
     text = m.to_text()
     run_and_check(text, args)
+
+
+READ_ONLY_LOOP = """
+HloModule readonly_loop
+
+cond {
+  cp = (s32[], f32[4]{0}) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  lim = s32[] constant(3)
+  ROOT lt = pred[] compare(ci, lim), direction=LT
+}
+
+body {
+  bp = (s32[], f32[4]{0}) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  one = s32[] constant(1)
+  inc = s32[] add(bi, one)
+  x = f32[4]{0} get-tuple-element(bp), index=1
+  ROOT br = (s32[], f32[4]{0}) tuple(inc, x)
+}
+
+ENTRY main {
+  p = f32[4]{0} parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]{0}) tuple(zero, p)
+  w = (s32[], f32[4]{0}) while(init), condition=cond, body=body
+  ROOT r = f32[4]{0} get-tuple-element(w), index=1
+}
+"""
+
+
+def test_parameter_carried_read_only_through_a_loop_is_copied_at_the_output() -> None:
+    m = run_and_check(READ_ONLY_LOOP, [np.arange(4, dtype=np.float32)])
+    # the loop never writes slot 1, so it may share the parameter's storage, but the result
+    # (that same storage) is live-out: a copy keeps the caller's input out of the output
+    assert copies_of(m) == ["main:r", "main:zero"]
+    ba = assign_buffers(m)
+    assert ba.slice_of(m.entry.root).allocation.kind == "output"

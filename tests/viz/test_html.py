@@ -63,6 +63,7 @@ def test_page_on_optimized_corpus(name: str) -> None:
     for p in module.entry.parameters:
         assert re.search(rf'<g class="node k-input" id="n{p.uid}" data-tip="[^"]*slice: '
                          rf'alloc #{ba.slice_of(p).index}', page)
+    assert page.count('<tr class="alloc k-') == len(ba.allocations)
     if rects:
         assert page.count('<svg class="timeline"') >= 1
         assert "peak-line" in page and "peak " in page

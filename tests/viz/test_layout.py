@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xlc.viz.layout import LONG_SPAN, _isotonic, layered_layout, svg_path
-from xlc.viz.timeline import BufferRect, live_bytes, mark_shared_steps
+from xlc.viz.timeline import BufferRect, byte_ticks, live_bytes, mark_shared_steps
 
 
 def check_layout(items, sizes, edges) -> None:
@@ -88,3 +88,9 @@ def test_shared_step_is_split_between_the_two_buffers() -> None:
     mark_shared_steps([a, b, c])
     assert a.shares_end and b.shares_start
     assert not (a.shares_start or b.shares_end or c.shares_start or c.shares_end)
+
+
+def test_byte_ticks_are_powers_of_two() -> None:
+    assert byte_ticks(1040) == [0, 256, 512, 768, 1024]
+    assert byte_ticks(32768) == [0, 8192, 16384, 24576, 32768]
+    assert byte_ticks(0) == [0]

@@ -20,6 +20,7 @@ from xlc.backend_cpu.emitter import (
     i64,
     loop_over,
     register,
+    split_of,
 )
 from xlc.codegen.convert import convert_value
 from xlc.codegen.indexing import has_elemental_ir_rule
@@ -78,7 +79,7 @@ def _emit_roots(k: Kernel, gen: LeafEmitter, inst: HloInstruction,
             raise UnsupportedOpError(
                 f"CPU backend: multi-output loop fusion {inst.name} has outputs of different "
                 f"dimensions ({r.name})")
-    with loop_over(k.b, first) as idx:
+    with loop_over(k.b, first, outer=k.outer) as idx:
         gen.clear_cache()
         for r, (o, sidx) in zip(roots, outs):
             k.write(o, idx, gen.generate(r, idx), sidx)
@@ -94,7 +95,8 @@ def emit_loop_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         return
     outs = output_buffers(inst)
     roots = list(root.operands) if root.opcode is Opcode.TUPLE else [root]
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+    split = split_of(inst.shape.subshape(outs[0][1]))
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split)
     _emit_roots(k, fusion_generator(k, inst), inst, roots, outs)
 
 
@@ -102,7 +104,7 @@ def emit_elementwise(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """An unfused elementwise or data-movement op as its own loop."""
     element_type(inst.shape, inst.name)
     outs = [(inst, ())]
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split_of(inst.shape))
     _emit_roots(k, operand_generator(k, inst), inst, [inst], outs)
 
 

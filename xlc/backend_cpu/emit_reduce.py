@@ -33,12 +33,13 @@ from xlc.backend_cpu.emitter import (
     loop_over,
     physical_order,
     register,
+    split_of,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import ShapeIndex
+from xlc.hlo.shape import Shape, ShapeIndex
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -75,13 +76,27 @@ def emit_reduction(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruct
             raise UnsupportedOpError(
                 f"CPU backend: output {inst.name} of {out.name} is not over the reduce input")
     kept = [d for d in range(in_shape.rank) if d not in rdims]
-    order = physical_order(in_shape)
-    row = not kept or (bool(rdims) and order[-1] in rdims)
-    if row:
+    if _is_row(in_shape, kept, rdims):
         _row(em, k, gen, out, heroes, loops, kept, rdims)
     else:
         _column(em, k, gen, out, heroes, loops, kept)
     k.finish()
+
+
+def _is_row(in_shape: Shape, kept: list[int], rdims: list[int]) -> bool:
+    return not kept or (bool(rdims) and physical_order(in_shape)[-1] in rdims)
+
+
+def reduction_split(heroes: list[Hero]) -> int:
+    """Trip count of the outermost (kept) loop when a row reduction is big enough to be split
+    over threads, else 0 (column reductions stay on one thread)."""
+    first = heroes[0][0]
+    in_shape = first.operands[0].shape
+    rdims = sorted(int(d) for d in first.attrs["dimensions"])
+    kept = [d for d in range(in_shape.rank) if d not in rdims]
+    if not kept or not _is_row(in_shape, kept, rdims):
+        return 0
+    return split_of(in_shape, dims=kept, elements=in_shape.num_elements)
 
 
 def _n(red: HloInstruction) -> int:
@@ -99,7 +114,7 @@ def _row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction, heroe
             slots.append([b.alloca(lu.value_type(element_type(red.operands[_n(red) + j].shape,
                                                               red.name)))
                           for j in range(_n(red))])
-    with loop_over(b, in_shape, "o", dims=kept) as kidx:
+    with loop_over(b, in_shape, "o", dims=kept, outer=k.outer) as kidx:
         gen.clear_cache()
         for (red, _), ss in zip(heroes, slots):
             for j, slot in enumerate(ss):
@@ -148,8 +163,9 @@ def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
 def emit_reduce(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """An unfused (possibly variadic) reduce."""
     outs = output_buffers(inst)
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
-    emit_reduction(em, k, operand_generator(k, inst), inst, [(inst, [s for _, s in outs])], [])
+    heroes: list[Hero] = [(inst, [s for _, s in outs])]
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), reduction_split(heroes))
+    emit_reduction(em, k, operand_generator(k, inst), inst, heroes, [])
 
 
 def emit_input_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
@@ -181,7 +197,7 @@ def emit_input_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             f"CPU backend: kInput fusion {inst.name} has root '{root.opcode.text}'")
     if not heroes:
         raise UnsupportedOpError(f"CPU backend: kInput fusion {inst.name} has no reduce root")
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), reduction_split(heroes))
     emit_reduction(em, k, fusion_generator(k, inst), inst, heroes, loops)
 
 

@@ -102,6 +102,8 @@ class Kernel:
     b: ir.IRBuilder
     args: dict[tuple[int, int, int], ir.Value]
     slices: dict[tuple[int, ShapeIndex], Slice] = field(default_factory=dict)
+    outer: tuple[ir.Value, ir.Value] | None = None
+    """[begin, end) of the outermost loop this kernel instance runs (threaded kernels)."""
 
     def ptr(self, inst: HloInstruction, index: ShapeIndex = ()) -> ir.Value:
         """The address of `inst`'s buffer at `index` (must be one the kernel was made with)."""
@@ -158,14 +160,38 @@ class ReducerEmitter(LeafEmitter):
         return super().generate(inst, index)
 
 
+PARALLEL_ELEMENTS = 1 << 19
+"""Loops over at least this many elements are split over the threads (outermost dim)."""
+
+
+def split_of(shape: Shape, dims: Sequence[int] | None = None,
+             elements: int | None = None) -> int:
+    """The trip count of the outermost loop `loop_over(shape, dims)` would make when the loop
+    is big enough to be worth threads (`elements`, default the shape's size), else 0."""
+    order = [d for d in physical_order(shape) if dims is None or d in dims]
+    count = elements if elements is not None else shape.num_elements
+    if not order or count < PARALLEL_ELEMENTS:
+        return 0
+    return shape.dims[order[0]]
+
+
 @contextmanager
 def loop_over(b: ir.IRBuilder, shape: Shape, name: str = "i",
-              dims: Sequence[int] | None = None) -> Iterator[list[ir.Value]]:
+              dims: Sequence[int] | None = None,
+              outer: tuple[ir.Value, ir.Value] | None = None) -> Iterator[list[ir.Value]]:
     """A loop nest over `shape`'s elements in physical order (the minor dimension innermost,
     contiguous); yields the logical multi-index (i64 values). `dims` restricts the nest to those
-    logical dims (others are absent from the yielded list positions: they hold None)."""
+    logical dims (others are absent from the yielded list positions: they hold None). `outer`
+    restricts the outermost loop to [begin, end)."""
     order = [d for d in physical_order(shape) if dims is None or d in dims]
     index: list[ir.Value | None] = [None] * shape.rank
+    if outer is not None and order:
+        with lu.for_range(b, outer[1], start=outer[0], name=f"{name}p") as first, \
+                lu.for_nest(b, [shape.dims[d] for d in order[1:]], name=name) as ivs:
+            for d, v in zip(order, [first] + ivs):
+                index[d] = v
+            yield index  # type: ignore[misc]
+        return
     with lu.for_nest(b, [shape.dims[d] for d in order], name=name) as ivs:
         for d, v in zip(order, ivs):
             index[d] = v
@@ -203,7 +229,7 @@ class CpuEmitter:
         fn = self.comp_fns.get(id(comp))
         if fn is not None:
             return fn
-        fname = name or self.llmod.get_unique_name(f"comp.{comp.name}")
+        fname = name or self.llmod.get_unique_name(f"{self.entry_name}.comp.{comp.name}")
         fn = ir.Function(self.llmod, self.fnty, name=fname)
         if name is None:
             fn.linkage = "internal"
@@ -275,10 +301,13 @@ class CpuEmitter:
         return self.slice_address(ctx.b, ctx.table, self.slice(inst, index))
 
     def kernel(self, ctx: FnCtx, label: str,
-               buffers: Sequence[tuple[HloInstruction, ShapeIndex]]) -> Kernel:
+               buffers: Sequence[tuple[HloInstruction, ShapeIndex]], split: int = 0
+               ) -> Kernel:
         """Create a kernel function over `buffers` and emit its call at the current point of
         `ctx`. Identical slices share one argument; an argument is `noalias` when its slice
-        overlaps no other argument's slice."""
+        overlaps no other argument's slice. With `split` > 1 and several threads, the kernel
+        also takes [begin, end) of its outermost loop (`Kernel.outer`, which the emitter must
+        pass to `loop_over`) and the call runs `split` iterations spread over the threads."""
         slices: dict[tuple[int, ShapeIndex], Slice] = {}
         distinct: list[Slice] = []
         for inst, index in buffers:
@@ -287,8 +316,10 @@ class CpuEmitter:
             if sl not in distinct:
                 distinct.append(sl)
         self._kernel_count += 1
-        name = self.llmod.get_unique_name(f"k.{label}")
-        fn = ir.Function(self.llmod, ir.FunctionType(lu.VOID, [lu.PTR] * len(distinct)),
+        threaded = split > 1 and self.threads > 1
+        name = self.llmod.get_unique_name(f"{self.entry_name}.k.{label}")
+        extra = [lu.I64, lu.I64] if threaded else []
+        fn = ir.Function(self.llmod, ir.FunctionType(lu.VOID, [lu.PTR] * len(distinct) + extra),
                          name=name)
         fn.linkage = "internal"
         args: dict[tuple[int, int, int], ir.Value] = {}
@@ -297,9 +328,17 @@ class CpuEmitter:
                 arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
             args[sl.key()] = arg
-        ctx.b.call(fn, [self.slice_address(ctx.b, ctx.table, sl) for sl in distinct])
+        ptrs = [self.slice_address(ctx.b, ctx.table, sl) for sl in distinct]
+        outer = None
+        if threaded:
+            from xlc.backend_cpu.parallel import run_parallel
+
+            run_parallel(ctx.b, fn, ptrs, split, min(self.threads, split))
+            outer = (fn.args[-2], fn.args[-1])
+        else:
+            ctx.b.call(fn, ptrs)
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        return Kernel(fn, kb, args, slices)
+        return Kernel(fn, kb, args, slices, outer)
 
     # ---- embedded computations -------------------------------------------------------------
     def scalar_function(self, comp: HloComputation, reassoc: bool = False) -> ir.Function:
@@ -324,7 +363,7 @@ class CpuEmitter:
         else:
             rty = lu.value_type(element_type(root.shape, root.name))
         fn = ir.Function(self.llmod, ir.FunctionType(rty, ptys),
-                         name=self.llmod.get_unique_name(f"f.{comp.name}"))
+                         name=self.llmod.get_unique_name(f"{self.entry_name}.f.{comp.name}"))
         fn.linkage = "internal"
         fn.attributes.add("alwaysinline")
         self.scalar_fns[key] = fn

@@ -138,6 +138,8 @@ class BufferAssignment:
         self.alignment = alignment
         self.allocations: list[BufferAllocation] = []
         self.shares: list[SharedUse] = []
+        # buffers that get no memory: inside fusions (the emitter keeps them in registers)
+        # and in computations unreachable from the entry
         self.unassigned_fused: set[LogicalBuffer] = set()
         self._alloc_of: dict[LogicalBuffer, BufferAllocation] = {}
 
@@ -258,6 +260,8 @@ def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
                 ba.unassigned_fused.update(aset.buffers)
             elif EMBEDDED in comp_kinds:
                 thread_local.append(aset)
+            else:
+                ba.unassigned_fused.update(aset.buffers)  # unreachable code never runs
             continue
         param = next((b for b in aset.buffers if b.instruction.opcode is Opcode.PARAMETER
                       and b.computation is module.entry), None)

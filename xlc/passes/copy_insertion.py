@@ -27,6 +27,7 @@ from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import ShapeIndex
 from xlc.passes.dataflow import (
     CONTROL,
+    DataflowAnalysis,
     can_share_operand_buffer,
     computation_kinds,
     in_place_pairs,
@@ -145,23 +146,26 @@ class CopyInsertion:
         return n
 
     def _copy_entry_root(self, module: HloModule) -> int:
+        """Copy every result leaf that may hold a constant, a non-donated entry parameter, or
+        a buffer already seen at another result leaf (XLA's AddSpecialCaseCopies)."""
         entry = module.entry
         assert entry is not None and entry.root is not None
         root = entry.root
+        df = DataflowAnalysis(module)
         donated = {(a.param_number, a.param_index, a.output_index)
                    for a in module.input_output_alias}
         need: set[ShapeIndex] = set()
-        seen: set[tuple[int, ShapeIndex]] = set()
+        seen: set[int] = set()
         for idx, _ in root.shape.leaves():
-            src, sidx = value_source(root, idx)
-            if src.opcode is Opcode.CONSTANT:
-                need.add(idx)
-            elif src.opcode is Opcode.PARAMETER and src.parent is entry and \
-                    (src.parameter_number, sidx, idx) not in donated:
-                need.add(idx)
-            elif (src.uid, sidx) in seen:
-                need.add(idx)
-            seen.add((src.uid, sidx))
+            bufs = df.buffers_at(root, idx)
+            for b in bufs:
+                inst = b.instruction
+                if inst.opcode is Opcode.CONSTANT or b.id in seen:
+                    need.add(idx)
+                elif inst.opcode is Opcode.PARAMETER and inst.parent is entry and \
+                        (inst.parameter_number, b.index, idx) not in donated:
+                    need.add(idx)
+            seen.update(b.id for b in bufs)
         if not need:
             return 0
         new_root, copies = _deep_copy(entry, root, need)

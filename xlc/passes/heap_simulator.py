@@ -252,6 +252,8 @@ def _reusable_operand(dataflow: DataflowAnalysis, live: LiveRanges, s: AliasSet,
             os_ = dataflow.alias_set(ob)
             if os_.id not in temp_ids or os_.id in consumed or len(os_.buffers) != 1:
                 continue
+            if dataflow.is_live_out(os_.buffers[0]):
+                continue  # a live-out value is never dead: nothing may take its storage
             orng = live.set_range(os_)
             if orng is None or orng.end != rng.start or os_.size != s.size:
                 continue

@@ -39,6 +39,7 @@ from xlc.passes.fusion_legality import (
 from xlc.passes.fusion_utils import (
     create_fusion,
     embedded_callees,
+    finalize_fusion,
     fuse_producer,
     invalidate_schedule,
     merge_sibling_fusions,
@@ -79,6 +80,9 @@ def would_create_cycle(a: HloInstruction, b: HloInstruction, reach: Reachability
             if o is not x and reach.reaches(x, o):
                 return True
     return False
+
+
+_TOO_SMALL = "shared operand too small to be worth it"
 
 
 def _fusible_sibling(inst: HloInstruction) -> bool:
@@ -150,11 +154,11 @@ class MultiOutputFusion:
         if not (_is_fusion_or_reduction(a) or _is_fusion_or_reduction(b)):
             return "neither sibling is a fusion or reduction"
         if shared.shape.byte_size() < self.min_shared_bytes:
-            return "shared operand too small to be worth it"
-        if not compatible_heroes([a, b]):
-            return "incompatible iteration spaces"
+            return _TOO_SMALL
         if reach.reaches(a, b) or reach.reaches(b, a):
             return "cycle"
+        if not compatible_heroes([a, b]):
+            return "incompatible iteration spaces"
         return self._limits_error(a, b, 0)
 
     # ---- the loop ---------------------------------------------------------------------------
@@ -164,54 +168,92 @@ class MultiOutputFusion:
         changed = False
         for comp in list(module.computations):
             if comp in module.computations and is_fusible_computation(comp, embedded):
-                comp_changed = False
-                while self._step(comp):
-                    comp_changed = True
-                if comp_changed:
-                    comp.sort_post_order()
-                    changed = True
+                changed |= self._run_on_computation(comp)
         if changed:
             invalidate_schedule(module)
         return changed
 
-    def _step(self, comp: HloComputation) -> bool:
-        """Find and perform one multi-output fusion; True when one was done."""
+    def _run_on_computation(self, comp: HloComputation) -> bool:
+        """Rounds of producer-consumer then sibling fusion until a round changes nothing."""
+        touched: dict[int, HloInstruction] = {}
+        changed = False
+        while True:
+            progress = False
+            if self.producer_consumer:
+                progress |= self._producer_consumer_round(comp, touched)
+            if self.sibling:
+                progress |= self._sibling_round(comp, touched)
+            if not progress:
+                break
+            changed = True
+        for fusion in touched.values():
+            if fusion.parent is comp:
+                finalize_fusion(fusion)
+        if changed:
+            comp.sort_post_order()
+        return changed
+
+    def _producer_consumer_round(self, comp: HloComputation,
+                                 touched: dict[int, HloInstruction]) -> bool:
+        """One sweep over consumers in post order, exporting at most one producer into each."""
         reach = Reachability(comp)
-        order = comp.post_order()
-        if self.producer_consumer:
-            for consumer in order:
-                for producer in unique_operands([consumer]):
-                    why = self.producer_consumer_error(producer, consumer, reach)
-                    if why is None:
-                        self._fuse_producer_consumer(producer, consumer)
-                        return True
+        changed = False
+        for consumer in comp.post_order():
+            if consumer.parent is not comp:
+                continue  # fused away earlier in this sweep
+            for producer in unique_operands([consumer]):
+                why = self.producer_consumer_error(producer, consumer, reach)
+                if why is not None:
                     log.debug("no multi-output fusion of %s into %s: %s",
                               producer.name, consumer.name, why)
-        if self.sibling:
-            for shared in order:
-                users = [u for u in dict.fromkeys(shared.users)]
+                    continue
+                log.debug("multi-output fusing %s into %s", producer.name, consumer.name)
+                fusion = self._as_fusion(consumer)
+                fuse_producer(fusion, producer, export=True, finalize=False)
+                touched[id(fusion)] = fusion
+                reach = Reachability(comp)
+                changed = True
+                break
+        return changed
+
+    def _sibling_round(self, comp: HloComputation, touched: dict[int, HloInstruction]) -> bool:
+        """One sweep over shared operands in post order, merging their fusible users."""
+        reach = Reachability(comp)
+        changed = False
+        # Pairs that failed for a reason other than the shared operand's size stay failed for
+        # the rest of the sweep: merging only adds operands, outputs and paths.
+        failed: set[tuple[int, int]] = set()
+        for shared in comp.post_order():
+            merged = True
+            while merged and shared.parent is comp:
+                merged = False
+                users = list(dict.fromkeys(shared.users))
                 for i, a in enumerate(users):
                     for b in users[i + 1:]:
+                        if (a.uid, b.uid) in failed:
+                            continue
                         why = self.sibling_error(a, b, shared, reach)
-                        if why is None:
-                            self._fuse_siblings(a, b)
-                            return True
-                        log.debug("no sibling fusion of %s and %s: %s", a.name, b.name, why)
-        return False
+                        if why is not None:
+                            log.debug("no sibling fusion of %s and %s: %s", a.name, b.name,
+                                      why)
+                            if why != _TOO_SMALL:
+                                failed.add((a.uid, b.uid))
+                            continue
+                        log.debug("sibling fusing %s and %s", a.name, b.name)
+                        fusion = merge_sibling_fusions(self._as_fusion(a), self._as_fusion(b),
+                                                       finalize=False)
+                        touched[id(fusion)] = fusion
+                        reach = Reachability(comp)
+                        changed = merged = True
+                        break
+                    if merged:
+                        break
+        return changed
 
     def _as_fusion(self, inst: HloInstruction) -> HloInstruction:
+        """`inst` itself when a fusion, else a new fusion wrapping it."""
         if inst.opcode is Opcode.FUSION:
             return inst
         kind = consumer_fusion_kind(inst)
         assert kind is not None
-        return create_fusion(inst, kind)
-
-    def _fuse_producer_consumer(self, producer: HloInstruction,
-                                consumer: HloInstruction) -> None:
-        log.debug("multi-output fusing %s into %s", producer.name, consumer.name)
-        fusion = self._as_fusion(consumer)
-        fuse_producer(fusion, producer, export=True)
-
-    def _fuse_siblings(self, a: HloInstruction, b: HloInstruction) -> None:
-        log.debug("sibling fusing %s and %s", a.name, b.name)
-        merge_sibling_fusions(self._as_fusion(a), self._as_fusion(b))
+        return create_fusion(inst, kind, finalize=False)

@@ -75,6 +75,14 @@ svg.timeline .peak-line { stroke:var(--peak); stroke-width:1.6; stroke-dasharray
 svg.timeline .peak-label { fill:var(--peak); font-size:11.5px; font-weight:600; }
 svg.timeline .heap-top { stroke:#111; stroke-width:1; stroke-dasharray:1 2; }
 .note { padding:14px 16px; color:var(--muted); }
+details.allocs { padding:4px 16px 14px; }
+details.allocs summary { cursor:pointer; color:var(--accent); font-weight:600; padding:4px 0; }
+details.allocs table { border-collapse:collapse; margin-top:6px; font-size:12px; }
+details.allocs th, details.allocs td { padding:3px 12px 3px 0; text-align:left;
+                                       border-bottom:1px solid #eef0f3; }
+details.allocs td.num { text-align:right; font-variant-numeric:tabular-nums; }
+details.allocs td.names { color:var(--muted); font-family:ui-monospace,Menlo,monospace; }
+details.allocs tr.k-temp td:nth-child(2) { color:#b7860b; font-weight:600; }
 #tooltip { position:fixed; pointer-events:none; background:#111827; color:#f9fafb;
            padding:7px 10px; border-radius:6px; font:11.5px/1.45 ui-monospace,Menlo,monospace;
            white-space:pre; max-width:560px; box-shadow:0 4px 14px rgba(0,0,0,.25);

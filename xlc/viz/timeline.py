@@ -170,9 +170,20 @@ _GAP = 14.0
 
 
 def _ticks(limit: int, count: int = 5) -> list[int]:
+    """0..limit in about `count` steps of a whole number."""
     if limit <= 0:
         return [0]
     step = max(1, limit // count)
+    return list(range(0, limit + 1, step))
+
+
+def byte_ticks(limit: int) -> list[int]:
+    """0..limit in power-of-two steps (3 to 8 ticks): 0, 256, 512, ... bytes."""
+    if limit <= 0:
+        return [0]
+    step = 1
+    while limit // (step * 2) >= 3:
+        step *= 2
     return list(range(0, limit + 1, step))
 
 
@@ -195,7 +206,7 @@ def panel_svg(panel: TimelinePanel, times: list[str]) -> str:
            f'data-alloc="{panel.alloc_index}">']
     out.append(f'<rect class="plot-bg" x="{_LEFT}" y="{_TOP}" width="{plot_w:.1f}" '
                f'height="{_CHART_H}"/>')
-    for tick in _ticks(size):
+    for tick in byte_ticks(size):
         y = ty(tick)
         out.append(f'<line class="grid" x1="{_LEFT}" x2="{_LEFT + plot_w:.1f}" y1="{y:.1f}" '
                    f'y2="{y:.1f}"/><text class="axis" x="{_LEFT - 6}" y="{y + 4:.1f}" '

@@ -1,0 +1,483 @@
+"""The serialized executable (`.xlc`): a zip with `manifest.json`, the code, the optimized HLO
+and the buffer-assignment / memory reports.
+
+`write_artifact(compiled, path)` writes one (atomically: temp file then rename);
+`load(path)` reads it back into a `LoadedExecutable`, a `Compiled` with the original pytree
+signature, without tracing, HLO passes or LLVM optimization: the program is the stored
+optimized HLO (interpreter) or the stored object code (CPU, see
+`xlc/backend_cpu/artifact_io.py`). Loading checks, in this order and before any native code
+runs: the zip is intact, the manifest parses and has a known format version, every member's
+sha256 matches the manifest and no member is missing or unlisted, and the target (CPU
+features, triple) can run the code. Any failure is an `ArtifactError` with a plain sentence.
+
+Backends plug in through `_CODE_IO`: a module with `pack(exe) -> PackedCode` and
+`unpack(manifest, members, module, assignment, where) -> executable with run(flat)`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlc.api import Compiled, _flatten_value
+from xlc.artifact_manifest import (
+    ASSIGNMENT_MEMBER,
+    HLO_MEMBER,
+    MANIFEST_NAME,
+    MEMORY_MEMBER,
+    REPORT_MEMBER,
+    AliasInfo,
+    AllocationInfo,
+    ConstantInfo,
+    Manifest,
+    MemberInfo,
+    PassTime,
+    ScheduledOp,
+    Signature,
+    SliceInfo,
+    TargetInfo,
+    TensorSpec,
+    aval_to_spec,
+    parse_manifest,
+    spec_to_aval,
+    tree_from_json,
+    tree_to_json,
+)
+from xlc.errors import ArtifactError
+from xlc.hlo.ir import HloInstruction, HloModule
+from xlc.hlo.shape import ShapeIndex
+from xlc.options import CompileOptions, default_options
+
+log = logging.getLogger("xlc.artifact")
+
+# backend -> module implementing pack/unpack of native code (imported lazily).
+_CODE_IO: dict[str, str] = {
+    "cpu": "xlc.backend_cpu.artifact_io",
+    "gpu": "xlc.backend_gpu.artifact_io",
+}
+
+
+@dataclass
+class PackedCode:
+    """What a backend's `pack` contributes: target, entry symbol and code members."""
+
+    target: TargetInfo = field(default_factory=TargetInfo)
+    entry_symbol: str | None = None
+    members: dict[str, bytes] = field(default_factory=dict)
+
+
+# ---- the optimized program as stored ---------------------------------------------------------
+@dataclass
+class _Alloc:
+    """A stored BufferAllocation (the fields a runtime reads)."""
+
+    index: int
+    size: int
+    kind: str
+    color: int = 0
+    is_entry_computation_parameter: bool = False
+    parameter_number: int = -1
+    parameter_index: ShapeIndex = ()
+    is_constant: bool = False
+    is_thread_local: bool = False
+    maybe_live_out: bool = False
+    is_tuple: bool = False
+    aliased_with_output: bool = False
+
+    @property
+    def is_preallocated_temp(self) -> bool:
+        return self.kind == "temp"
+
+
+@dataclass(frozen=True)
+class _Slice:
+    allocation: _Alloc
+    offset: int
+    size: int
+
+    @property
+    def index(self) -> int:
+        return self.allocation.index
+
+
+class StoredAssignment:
+    """The buffer assignment as the manifest records it: the allocation table, the slices of
+    the entry root's leaves, the stats and the text/JSON reports. Answers the queries a
+    runtime makes (`allocations`, `slice_of(root, index)`, `stats()`, `report()`)."""
+
+    def __init__(self, module: HloModule, manifest: Manifest, report: str,
+                 report_json: dict[str, Any]):
+        self.module = module
+        self.allocations = [
+            _Alloc(a.index, a.size, a.kind, a.color, a.kind == "parameter", a.parameter_number,
+                   tuple(a.parameter_index), a.is_constant, a.is_thread_local,
+                   a.maybe_live_out, a.is_tuple, a.aliased_with_output)
+            for a in manifest.allocations]
+        by_index = {a.index: a for a in self.allocations}
+        self._root_slices: dict[ShapeIndex, _Slice] = {}
+        for s in manifest.output_slices:
+            if s.allocation not in by_index:
+                raise ArtifactError(f"manifest: output slice names unknown allocation "
+                                    f"{s.allocation}")
+            self._root_slices[tuple(s.output_index)] = _Slice(by_index[s.allocation], s.offset,
+                                                              s.size)
+        self._stats = dict(manifest.memory_stats)
+        self._report = report
+        self._json = report_json
+
+    def slice_of(self, inst: HloInstruction, index: ShapeIndex = ()) -> _Slice:
+        """The slice of a leaf of the entry root (the only slices a loaded runtime needs)."""
+        entry = self.module.entry
+        if entry is None or inst is not entry.root or tuple(index) not in self._root_slices:
+            raise ArtifactError(f"the stored buffer assignment has no slice for "
+                                f"{inst.name}{list(index)}")
+        return self._root_slices[tuple(index)]
+
+    def temp_allocations(self) -> list[_Alloc]:
+        return [a for a in self.allocations if a.is_preallocated_temp]
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._stats)
+
+    def report(self) -> str:
+        return self._report
+
+    def to_json(self) -> dict[str, Any]:
+        return self._json
+
+
+@dataclass
+class _Timing:
+    name: str
+    seconds: float
+    changed: bool = False
+
+
+class StoredOptimized:
+    """Stands in for `xlc.passes.optimize.OptimizedModule` for a loaded program."""
+
+    def __init__(self, module: HloModule, assignment: StoredAssignment,
+                 timings: list[PassTime]):
+        self.module = module
+        self.assignment = assignment
+        self.timings = [_Timing(t.name, t.seconds) for t in timings]
+        self.seconds = sum(t.seconds for t in timings)
+
+    def memory_stats(self) -> dict[str, int]:
+        return self.assignment.stats()
+
+    def timing_report(self) -> str:
+        lines = [f"{t.name:<32} {1e3 * t.seconds:9.2f} ms" for t in self.timings]
+        lines.append(f"{'total':<32} {1e3 * self.seconds:9.2f} ms")
+        return "\n".join(lines)
+
+
+class StoredExecutable:
+    """A backend executable rebuilt from an archive: `run(flat)` plus `optimized`."""
+
+    def __init__(self, runner: Any, optimized: StoredOptimized, manifest: Manifest):
+        self.runner = runner
+        self.optimized = optimized
+        self.manifest = manifest
+
+    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        return self.runner.run(flat_args)
+
+
+class _Interpreted:
+    """Runs the stored optimized HLO on the reference evaluator."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+
+    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        from xlc.hlo.evaluator import evaluate
+
+        assert self.module.entry is not None and self.module.entry.root is not None
+        return _flatten_value(evaluate(self.module, flat_args), self.module.entry.root.shape)
+
+
+# ---- writing ---------------------------------------------------------------------------------
+def _parts(exe: Any) -> tuple[HloModule, Any, list[PassTime]]:
+    """(optimized module, assignment, pass timings) of any backend executable."""
+    opt = getattr(exe, "optimized", None)
+    if opt is not None and hasattr(opt, "assignment"):
+        timings = [PassTime(name=t.name, seconds=float(t.seconds)) for t in opt.timings]
+        return opt.module, opt.assignment, timings
+    if hasattr(exe, "module") and hasattr(exe, "assignment"):
+        raw = getattr(exe, "timings", {}) or {}
+        items = raw.items() if isinstance(raw, dict) else ((t.name, t.seconds) for t in raw)
+        return exe.module, exe.assignment, [PassTime(name=k, seconds=float(v))
+                                            for k, v in items]
+    raise ArtifactError(f"cannot serialize a {type(exe).__name__}: it exposes no optimized "
+                        "module and buffer assignment")
+
+
+def _allocations(assignment: Any) -> list[AllocationInfo]:
+    return [AllocationInfo(
+        index=a.index, kind=a.kind, size=a.size, color=a.color,
+        parameter_number=a.parameter_number, parameter_index=list(a.parameter_index),
+        maybe_live_out=a.maybe_live_out, aliased_with_output=a.aliased_with_output,
+        is_tuple=a.is_tuple, is_thread_local=a.is_thread_local, is_constant=a.is_constant)
+        for a in assignment.allocations]
+
+
+def _entry_tables(module: HloModule, assignment: Any
+                  ) -> tuple[list[SliceInfo], list[ScheduledOp], list[ConstantInfo]]:
+    entry = module.entry
+    assert entry is not None and entry.root is not None
+    slices = []
+    for index, _shape in entry.root.shape.leaves():
+        sl = assignment.slice_of(entry.root, index)
+        slices.append(SliceInfo(output_index=list(index), allocation=sl.index,
+                                offset=sl.offset, size=sl.size))
+    order = (module.schedule or {}).get(entry) or entry.instructions
+    schedule = [ScheduledOp(name=i.name, opcode=i.opcode.text,
+                            shape=i.shape.to_text(layout=False),
+                            kind=str(i.attrs["kind"]) if "kind" in i.attrs else None)
+                for i in order]
+    constants = [ConstantInfo(name=i.name, shape=i.shape.to_text(layout=False),
+                              bytes=i.shape.byte_size())
+                 for i in entry.instructions if i.opcode.text == "constant"]
+    return slices, schedule, constants
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    return str(x)
+
+
+def build_archive(exe: Any, backend: str, signature: Signature,
+                  options: CompileOptions | None = None,
+                  compile_seconds: dict[str, float] | None = None) -> bytes:
+    """The bytes of an `.xlc` archive for backend executable `exe` (an interpreter, CPU or GPU
+    executable as `xlc.api.BACKENDS` makes them)."""
+    from xlc import __version__
+    from xlc.hlo.printer import print_module
+
+    if isinstance(exe, StoredExecutable):  # re-serializing a loaded program: as stored
+        raise ArtifactError("internal: re-serialize a loaded executable from its bytes")
+    module, assignment, timings = _parts(exe)
+    packed = PackedCode()
+    if backend in _CODE_IO:
+        packed = _code_io(backend).pack(exe)
+    slices, schedule, constants = _entry_tables(module, assignment)
+    stats = {k: int(v) for k, v in dict(assignment.stats()).items()}
+    members: dict[str, bytes] = {
+        HLO_MEMBER: print_module(module).encode(),
+        REPORT_MEMBER: str(assignment.report()).encode(),
+        ASSIGNMENT_MEMBER: json.dumps(assignment.to_json(), default=_json_default,
+                                      indent=1).encode(),
+        MEMORY_MEMBER: json.dumps(stats, indent=1).encode(),
+    }
+    members.update(packed.members)
+    opts = options or default_options()
+    manifest = Manifest(
+        xlc_version=__version__, backend=backend, target=packed.target,
+        module_name=module.name, entry_symbol=packed.entry_symbol,
+        options=opts.model_dump(exclude={"dump_to", "dump_pass_re", "cache_dir"}),
+        signature=signature,
+        input_output_alias=[AliasInfo(output_index=list(a.output_index),
+                                      parameter_number=a.param_number,
+                                      parameter_index=list(a.param_index), kind=a.kind)
+                            for a in module.input_output_alias],
+        allocations=_allocations(assignment), output_slices=slices, schedule=schedule,
+        constants=constants, memory_stats=stats, pass_timings=timings,
+        compile_seconds=dict(compile_seconds or {}),
+        members={n: MemberInfo(sha256=hashlib.sha256(b).hexdigest(), size=len(b))
+                 for n, b in members.items()})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1))
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def signature_of(compiled: Compiled) -> Signature:
+    """The pytree signature of a `Compiled` (None in_tree for HLO-compiled executables)."""
+    module = compiled.module
+    assert module.entry is not None and module.entry.root is not None
+    outs = [TensorSpec(dtype=s.element_type.text, shape=list(s.dims))
+            for _i, s in module.entry.root.shape.leaves()]
+    return Signature(
+        name=compiled.name, arg_names=list(compiled.arg_names),
+        in_tree=tree_to_json(compiled.in_tree) if compiled.in_tree is not None else None,
+        out_tree=tree_to_json(compiled.out_tree),
+        inputs=[aval_to_spec(a) for a in compiled.in_avals], outputs=outs)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `path` through a temp file in the same directory and a rename, so
+    readers never see a partial file and concurrent writers of the same path are safe."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_artifact(compiled: Compiled, path: str | os.PathLike[str]) -> None:
+    """Serialize `compiled` to `path` (an `.xlc` zip). Raises ArtifactError when its backend
+    cannot be serialized."""
+    raw = getattr(compiled, "_artifact_bytes", None)
+    if raw is None:
+        raw = build_archive(compiled._exe, compiled.backend, signature_of(compiled),
+                            compiled.options,
+                            {"compile_s": float(getattr(compiled, "compile_seconds", 0.0))})
+    write_bytes_atomic(path, raw)
+    log.info("wrote %s (%d bytes)", path, len(raw))
+
+
+# ---- reading ---------------------------------------------------------------------------------
+@dataclass
+class Archive:
+    """A checked archive: the manifest and every member's bytes (checksums verified)."""
+
+    manifest: Manifest
+    members: dict[str, bytes]
+    raw: bytes
+    where: str
+
+
+def read_archive(data: bytes, where: str) -> Archive:
+    """Open and check archive bytes (zip integrity, manifest, format version, checksums).
+    Raises ArtifactError naming `where` on any problem."""
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ArtifactError(f"{where}: not a valid .xlc file (not a zip archive, or "
+                            "truncated)") from None
+    with z:
+        names = z.namelist()
+        if MANIFEST_NAME not in names:
+            raise ArtifactError(f"{where}: not an xlc executable (no {MANIFEST_NAME})")
+        members: dict[str, bytes] = {}
+        try:
+            manifest = parse_manifest(z.read(MANIFEST_NAME), where)
+            for name in names:
+                if name != MANIFEST_NAME:
+                    members[name] = z.read(name)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+            raise ArtifactError(f"{where}: the file is corrupted ({e})") from None
+    listed = set(manifest.members)
+    missing = sorted(listed - set(members))
+    if missing:
+        raise ArtifactError(f"{where}: member(s) {', '.join(missing)} missing; the file is "
+                            "incomplete")
+    extra = sorted(set(members) - listed)
+    if extra:
+        raise ArtifactError(f"{where}: unlisted member(s) {', '.join(extra)}; the file was "
+                            "tampered with")
+    for name, info in manifest.members.items():
+        if hashlib.sha256(members[name]).hexdigest() != info.sha256:
+            raise ArtifactError(f"{where}: checksum mismatch for {name}; the file was "
+                                "modified or damaged, refusing to load it")
+    return Archive(manifest, members, data, where)
+
+
+def _code_io(backend: str) -> Any:
+    mod = _CODE_IO.get(backend)
+    if mod is None:
+        raise ArtifactError(f"no code loader for backend '{backend}'")
+    try:
+        return importlib.import_module(mod)
+    except ImportError:
+        raise ArtifactError(f"this xlc has no '{backend}' backend to run the file") from None
+
+
+def executable_from_archive(archive: Archive) -> StoredExecutable:
+    """Rebuild the backend executable of a checked archive: parse the stored optimized HLO
+    (no passes), rebuild the buffer table, load the code. No tracing, no optimization."""
+    from xlc.hlo.parser import parse_module
+
+    m = archive.manifest
+    where = archive.where
+    try:
+        module = parse_module(archive.members[HLO_MEMBER].decode(), filename=f"{where}:"
+                              f"{HLO_MEMBER}")
+    except Exception as e:  # checksummed text should parse; anything else is a broken writer
+        raise ArtifactError(f"{where}: the stored HLO does not parse ({e})") from None
+    report_json = json.loads(archive.members[ASSIGNMENT_MEMBER])
+    assignment = StoredAssignment(module, m, archive.members[REPORT_MEMBER].decode(),
+                                  report_json)
+    optimized = StoredOptimized(module, assignment, m.pass_timings)
+    if m.backend == "interpreter":
+        runner: Any = _Interpreted(module)
+    else:
+        runner = _code_io(m.backend).unpack(m, archive.members, module, assignment, where)
+    return StoredExecutable(runner, optimized, m)
+
+
+class LoadedExecutable(Compiled):
+    """A `Compiled` read back from an `.xlc` file: same call signature (pytree, shapes,
+    dtypes, argument checks), `memory_stats()`, `as_text()`, `buffer_assignment_report()`,
+    plus `manifest` and `load_seconds`."""
+
+    def __init__(self, archive: Archive, options: CompileOptions | None = None):
+        t0 = time.perf_counter()
+        m = archive.manifest
+        exe = executable_from_archive(archive)
+        sig = m.signature
+        self.manifest = m
+        self.module = exe.optimized.module
+        self.options = options or default_options()
+        self.backend = m.backend
+        self.name = sig.name
+        self.in_avals = [spec_to_aval(s) for s in sig.inputs]
+        self.in_tree = tree_from_json(sig.in_tree) if sig.in_tree is not None else None
+        self.out_tree = tree_from_json(sig.out_tree)
+        self.arg_names = list(sig.arg_names)
+        self.compile_seconds = float(m.compile_seconds.get("compile_s", 0.0))
+        self._exe = exe
+        self._artifact_bytes = archive.raw
+        self.load_seconds = time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return f"<LoadedExecutable {self.name} on {self.backend}>"
+
+
+def load_bytes(data: bytes, where: str = "<bytes>") -> LoadedExecutable:
+    """Load an archive from bytes (see `load`)."""
+    return LoadedExecutable(read_archive(data, where))
+
+
+def load(path: str | os.PathLike[str]) -> LoadedExecutable:
+    """Load an `.xlc` file into a callable with the original signature. Raises ArtifactError
+    (before running any code) for a missing, truncated, corrupted, tampered or incompatible
+    file."""
+    p = Path(path)
+    if not p.exists():
+        raise ArtifactError(f"{path}: no such file")
+    if p.is_dir():
+        raise ArtifactError(f"{path}: is a directory, expected an .xlc file")
+    return load_bytes(p.read_bytes(), str(path))
+
+
+def read_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """The checked manifest of an `.xlc` file (checksums verified, code not loaded)."""
+    p = Path(path)
+    if not p.exists():
+        raise ArtifactError(f"{path}: no such file")
+    return read_archive(p.read_bytes(), str(path)).manifest

@@ -1,0 +1,241 @@
+"""The manifest of a serialized executable (`manifest.json` inside an `.xlc` zip).
+
+A pydantic model that describes everything a loader needs *before* it touches code: the format
+version, the producing xlc version, the backend and target (triple, CPU name and features, or
+GPU compute capability), the entry signature (pytree structure, shapes and dtypes), the
+input/output aliasing, the buffer allocations with the slices of the outputs, the executable's
+schedule (the entry computation's instruction sequence: its kernels/thunks), the constants,
+per-pass compile times and the sha256 of every other member of the archive.
+
+Also here: converting pytree `TreeDef`s and argument avals to and from JSON-able data.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from xlc.errors import ArtifactError
+
+FORMAT = "xlc-executable"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+# Member names inside the archive.
+HLO_MEMBER = "optimized.hlo"
+REPORT_MEMBER = "buffer_assignment.txt"
+ASSIGNMENT_MEMBER = "buffer_assignment.json"
+MEMORY_MEMBER = "memory.json"
+OBJECT_MEMBER = "code/entry.o"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TargetInfo(_Model):
+    """Where the code runs: the host triple and CPU (CPU backend), a compute capability (GPU),
+    or nothing in particular (interpreter)."""
+
+    triple: str = ""
+    cpu_name: str = ""
+    cpu_features: list[str] = Field(default_factory=list,
+                                    description="the '+feature' names the code was built for")
+    gpu_compute_capability: int | None = None
+
+
+class TensorSpec(_Model):
+    """One array leaf of the signature."""
+
+    dtype: str = Field(description="HLO element type name, e.g. f32")
+    shape: list[int]
+    weak: bool = False
+
+    def text(self) -> str:
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+
+class Signature(_Model):
+    """The callable's signature: flat input/output leaves plus their pytree structure
+    (None when the executable was compiled from HLO and takes the entry parameters
+    positionally)."""
+
+    name: str
+    arg_names: list[str] = Field(default_factory=list)
+    in_tree: dict[str, Any] | None = None
+    out_tree: dict[str, Any]
+    inputs: list[TensorSpec | None]
+    outputs: list[TensorSpec]
+
+
+class AliasInfo(_Model):
+    """One input_output_alias entry."""
+
+    output_index: list[int]
+    parameter_number: int
+    parameter_index: list[int]
+    kind: str = "may-alias"
+
+
+class AllocationInfo(_Model):
+    """One BufferAllocation, enough for a runtime to build its buffer table."""
+
+    index: int
+    kind: str
+    size: int
+    color: int = 0
+    parameter_number: int = -1
+    parameter_index: list[int] = Field(default_factory=list)
+    maybe_live_out: bool = False
+    aliased_with_output: bool = False
+    is_tuple: bool = False
+    is_thread_local: bool = False
+    is_constant: bool = False
+
+
+class SliceInfo(_Model):
+    """Where one leaf of the entry root (an output) lives."""
+
+    output_index: list[int]
+    allocation: int
+    offset: int
+    size: int
+
+
+class ScheduledOp(_Model):
+    """One instruction of the entry computation's schedule (a kernel or thunk to run)."""
+
+    name: str
+    opcode: str
+    shape: str
+    kind: str | None = Field(None, description="fusion kind, for fusions")
+
+
+class ConstantInfo(_Model):
+    """A constant of the entry computation (its bytes live in the code or the HLO text)."""
+
+    name: str
+    shape: str
+    bytes: int
+
+
+class MemberInfo(_Model):
+    """Checksum and size of one archive member."""
+
+    sha256: str
+    size: int
+
+
+class PassTime(_Model):
+    name: str
+    seconds: float
+
+
+class Manifest(_Model):
+    """The complete description of an `.xlc` archive (see the module docstring)."""
+
+    format: Literal["xlc-executable"] = FORMAT
+    format_version: int = FORMAT_VERSION
+    xlc_version: str
+    backend: str
+    target: TargetInfo = Field(default_factory=TargetInfo)
+    module_name: str
+    entry_symbol: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    signature: Signature
+    input_output_alias: list[AliasInfo] = Field(default_factory=list)
+    allocations: list[AllocationInfo] = Field(default_factory=list)
+    output_slices: list[SliceInfo] = Field(default_factory=list)
+    schedule: list[ScheduledOp] = Field(default_factory=list)
+    constants: list[ConstantInfo] = Field(default_factory=list)
+    memory_stats: dict[str, int] = Field(default_factory=dict)
+    pass_timings: list[PassTime] = Field(default_factory=list)
+    compile_seconds: dict[str, float] = Field(default_factory=dict)
+    members: dict[str, MemberInfo] = Field(default_factory=dict)
+
+
+def parse_manifest(data: bytes, where: str) -> Manifest:
+    """Validate manifest bytes. Checks the format name and version first so that a file from
+    a newer xlc gets a sentence about versions, not a schema error."""
+    import json
+
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ArtifactError(f"{where}: the manifest is not valid JSON; the file is damaged"
+                            ) from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise ArtifactError(f"{where}: not an xlc executable (the manifest has no "
+                            f"format '{FORMAT}')")
+    version = raw.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"{where}: unsupported format version {version!r}; this xlc reads "
+                            f"version {FORMAT_VERSION} (written by xlc "
+                            f"{raw.get('xlc_version', '?')}); recompile it with this xlc")
+    try:
+        return Manifest.model_validate(raw)
+    except ValueError as e:
+        first = str(e).splitlines()[0]
+        raise ArtifactError(f"{where}: the manifest is malformed ({first})") from None
+
+
+# ---- pytree and aval conversion ------------------------------------------------------------
+_KEY_TYPES = (str, int, float, bool, type(None))
+
+
+def tree_to_json(td: Any) -> dict[str, Any]:
+    """A `pytree.TreeDef` as nested dicts. Dict keys must be str/int/float/bool/None."""
+    out: dict[str, Any] = {"kind": td.kind}
+    if td.children:
+        out["children"] = [tree_to_json(c) for c in td.children]
+    if td.keys:
+        for k in td.keys:
+            if not isinstance(k, _KEY_TYPES):
+                raise ArtifactError(f"cannot serialize a pytree dict key of type "
+                                    f"{type(k).__name__} ({k!r}); use str keys")
+        out["keys"] = [[type(k).__name__, k] for k in td.keys]
+    return out
+
+
+def tree_from_json(data: dict[str, Any]) -> Any:
+    """Inverse of `tree_to_json`."""
+    from xlc.frontend.pytree import TreeDef
+
+    kinds = ("leaf", "none", "tuple", "list", "dict")
+    kind = data.get("kind")
+    if kind not in kinds:
+        raise ArtifactError(f"manifest: unknown pytree node kind {kind!r}")
+    children = tuple(tree_from_json(c) for c in data.get("children", []))
+    keys = tuple(_key_from_json(k) for k in data.get("keys", []))
+    return TreeDef(kind, children, keys)
+
+
+def _key_from_json(item: list[Any]) -> Any:
+    tname, value = item
+    if tname == "NoneType":
+        return None
+    conv = {"str": str, "int": int, "float": float, "bool": bool}.get(tname)
+    if conv is None:
+        raise ArtifactError(f"manifest: bad pytree key type {tname!r}")
+    return conv(value)
+
+
+def aval_to_spec(aval: Any) -> TensorSpec | None:
+    """An `xlc.frontend.staging.Aval` (or None for a tuple parameter) as a TensorSpec."""
+    if aval is None:
+        return None
+    return TensorSpec(dtype=aval.ptype.text, shape=list(aval.dims), weak=bool(aval.weak))
+
+
+def spec_to_aval(spec: TensorSpec | None) -> Any:
+    """Inverse of `aval_to_spec`."""
+    if spec is None:
+        return None
+    from xlc.frontend.staging import Aval
+    from xlc.hlo.shape import PrimitiveType
+
+    try:
+        ptype = PrimitiveType.from_text(spec.dtype)
+    except KeyError:
+        raise ArtifactError(f"manifest: unknown element type {spec.dtype!r}") from None
+    return Aval(ptype, tuple(spec.shape), spec.weak)

@@ -1,0 +1,205 @@
+"""The GPU emitter: a scheduled, buffer-assigned HloModule -> one NVPTX LLVM module + thunks.
+
+Walks every control-flow computation in schedule order (XLA's ThunkEmitter): each instruction
+becomes zero or more thunks through `EMITTERS` (Opcode -> function, filled by the `emit_*`
+modules); parameter / constant / tuple / get-tuple-element / bitcast produce nothing (their
+buffers are slices the BufferAssignment already gave). Kernels are emitted into one LLVM module
+(`llmod`), so the executable has one PTX text. Constant allocations are recorded as bytes
+(`constants`) that the runtime uploads once.
+
+Unsupported instructions raise UnsupportedOpError("GPU backend cannot compile 'x' (name): why").
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from llvmlite import ir
+
+from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.kernel import GpuKernel, LeafEmitter, element_type, new_kernel
+from xlc.backend_gpu.thunks import BufferSlice, SequentialThunk, Thunk
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import ShapeIndex, default_layout
+from xlc.passes.buffer_assignment import BufferAssignment, Slice
+
+log = logging.getLogger("xlc.backend_gpu")
+
+EmitFn = Callable[["GpuEmitter", HloInstruction], list[Thunk]]
+EMITTERS: dict[Opcode, EmitFn] = {}
+"""Opcode -> GPU emitter, filled by the emit_* modules (see `register`)."""
+
+NO_THUNK = (Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT,
+            Opcode.BITCAST, Opcode.AFTER_ALL)
+"""Opcodes that launch nothing: their results are slices assigned elsewhere."""
+
+UNSUPPORTED: dict[Opcode, str] = {
+    Opcode.CONVOLUTION: "convolution is not implemented by the GPU backend yet",
+    Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the GPU backend yet",
+    Opcode.RNG: "random number generation is not implemented by the GPU backend yet",
+    Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the GPU "
+                              "backend yet",
+    Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the GPU "
+                                     "backend yet",
+    Opcode.CUSTOM_CALL: "custom-call targets are not supported by the GPU backend",
+}
+"""Opcodes with no GPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
+
+
+def register(*ops: Opcode) -> Callable[[EmitFn], EmitFn]:
+    """Decorator: make `fn` the GPU emitter of `ops`."""
+    def deco(fn: EmitFn) -> EmitFn:
+        for op in ops:
+            EMITTERS[op] = fn
+        return fn
+    return deco
+
+
+def _nothing(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    return []
+
+
+for _op in NO_THUNK:
+    EMITTERS[_op] = _nothing
+
+
+def physical_order(shape: object) -> list[int]:
+    """Logical dims of an array shape from the most major to the most minor."""
+    lay = shape.layout or default_layout(shape.rank)  # type: ignore[attr-defined]
+    return list(reversed(lay.minor_to_major))
+
+
+def array_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
+    """(inst, index) for every array leaf of `inst` (one level of tuple; deeper raises)."""
+    if inst.shape.is_tuple:
+        outs = []
+        for k, s in enumerate(inst.shape.tuple_shapes or ()):
+            if not s.is_array:
+                raise UnsupportedOpError(f"GPU backend: nested tuple in {inst.name}")
+            outs.append((inst, (k,)))
+        return outs
+    return [(inst, ())]
+
+
+def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
+    """(operand, ()) for each operand of `inst` (tuple operands raise UnsupportedOpError)."""
+    out = []
+    for op in inst.operands:
+        if not op.shape.is_array:
+            raise UnsupportedOpError(
+                f"GPU backend: {inst.name} takes non-array operand {op.name} ({op.shape})")
+        out.append((op, ()))
+    return out
+
+
+class GpuEmitter:
+    """Emits the kernels and thunks of one scheduled, buffer-assigned module."""
+
+    def __init__(self, module: HloModule, assignment: BufferAssignment, sm: int = 80,
+                 prefix: str = "xlc"):
+        self.hlo = module
+        self.ba = assignment
+        self.sm = sm
+        self.prefix = prefix
+        self.llmod = nvptx.new_kernel_module(f"{prefix}_{module.name}", sm)
+        self.kernel_names: list[str] = []
+        self.constants: dict[int, bytes] = {}
+
+    # ---- top level ----------------------------------------------------------------------
+    def emit(self) -> SequentialThunk:
+        """Emit the entry computation; returns its thunk sequence."""
+        entry = self.hlo.entry
+        assert entry is not None
+        seq = self.emit_computation(entry)
+        self._collect_constants()
+        return seq
+
+    def schedule_of(self, comp: HloComputation) -> list[HloInstruction]:
+        """The instruction order of `comp`: the module schedule, else post order."""
+        sched = self.hlo.schedule
+        if sched is not None and comp in sched:
+            return list(sched[comp])
+        return comp.post_order()
+
+    def emit_computation(self, comp: HloComputation) -> SequentialThunk:
+        """The thunks of control-flow computation `comp`, in schedule order."""
+        thunks: list[Thunk] = []
+        for inst in self.schedule_of(comp):
+            thunks += self.emit_instruction(inst)
+        return SequentialThunk(comp.name, thunks=thunks)
+
+    def emit_instruction(self, inst: HloInstruction) -> list[Thunk]:
+        """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none)."""
+        fn = EMITTERS.get(inst.opcode)
+        if fn is None:
+            why = UNSUPPORTED.get(inst.opcode, "no emitter")
+            target = inst.attrs.get("custom_call_target")
+            what = f"'{inst.opcode.text}'" + (f" target '{target}'" if target else "")
+            raise UnsupportedOpError(f"GPU backend cannot compile {what} ({inst.name}): {why}")
+        return fn(self, inst)
+
+    # ---- buffers ------------------------------------------------------------------------
+    def slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
+        """The assigned slice of `inst` at `index`."""
+        return self.ba.slice_of(inst, tuple(index))
+
+    def buffer_slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> BufferSlice:
+        """The assigned slice of `inst` at `index` as a thunk BufferSlice."""
+        s = self.slice(inst, index)
+        return BufferSlice(s.index, s.offset, s.size)
+
+    def kernel(self, inst: HloInstruction, outputs: Sequence[tuple[HloInstruction, ShapeIndex]],
+               inputs: Sequence[tuple[HloInstruction, ShapeIndex]],
+               max_threads: int = 1024, label: str = "") -> GpuKernel:
+        """A new kernel for `inst` writing `outputs` and reading `inputs`."""
+        base = "".join(c if c.isalnum() else "_" for c in (label or inst.name))[:48]
+        name = self.llmod.get_unique_name(f"{base}_k")
+        self.kernel_names.append(name)
+        outs = [(i, tuple(x), self.slice(i, x)) for i, x in outputs]
+        ins = [(i, tuple(x), self.slice(i, x)) for i, x in inputs]
+        return new_kernel(self.llmod, name, inst.name, outs, ins, max_threads)
+
+    def apply(self, b: ir.IRBuilder, comp: HloComputation,
+              args: Sequence[ir.Value]) -> list[ir.Value]:
+        """Inline scalar computation `comp` (a reducer/comparator) on element values `args`;
+        returns its result values (several for a tuple root)."""
+        params = {p.parameter_number: p for p in comp.parameters}
+        for p in comp.parameters:
+            if not p.shape.is_array or p.shape.rank:
+                raise UnsupportedOpError(
+                    f"GPU backend: computation {comp.name} must take scalars ({p.name})")
+        values = {params[n].uid: v for n, v in enumerate(args)}
+        gen = LeafEmitter(b, lambda n, _idx: args[n],
+                          {uid: (lambda _i, v=v: v) for uid, v in values.items()})
+        root = comp.root
+        assert root is not None
+        if root.opcode is Opcode.TUPLE:
+            return [gen.generate(op, []) for op in root.operands]
+        return [gen.generate(root, [])]
+
+    # ---- constants ----------------------------------------------------------------------
+    def _collect_constants(self) -> None:
+        for alloc in self.ba.allocations:
+            if not alloc.is_constant:
+                continue
+            data = bytearray(alloc.size)
+            for buf, (off, _size) in alloc.assigned.items():
+                inst = buf.instruction
+                if inst.opcode is not Opcode.CONSTANT or buf.index:
+                    continue
+                raw = constant_bytes(inst)
+                data[off:off + len(raw)] = raw
+            self.constants[alloc.index] = bytes(data)
+
+
+def constant_bytes(inst: HloInstruction) -> bytes:
+    """The bytes of an array constant in its physical layout (pred as one byte)."""
+    lit = inst.attrs["literal"]
+    pt = element_type(inst.shape, inst.name)
+    if lit.elided or lit.array is None:
+        raise UnsupportedOpError(f"constant {inst.name} has no value (elided literal)")
+    arr = np.asarray(lit.array).astype(pt.dtype).reshape(inst.shape.dims)
+    return np.ascontiguousarray(arr.transpose(physical_order(inst.shape))).tobytes()

@@ -1,0 +1,320 @@
+"""Thunks: the GPU executable's program, one step per launch or copy (XLA's ThunkSequence).
+
+Every thunk is a plain dataclass that knows which buffer slices it reads and writes and
+serialises to / from a plain dict (`to_dict` / `thunk_from_dict`) for the artifact. Slices are
+`BufferSlice(allocation, offset, size)`: the runtime resolves them as
+`base[allocation] + offset`, so thunks never hold device addresses.
+
+Stream fields (set by `streams.plan_streams`, default: everything on stream 0):
+`stream`, `wait_events` (event ids the stream waits for before the thunk) and `record_event`
+(the event recorded after it, when another stream depends on it).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from xlc.errors import ArtifactError
+
+
+@dataclass(frozen=True)
+class BufferSlice:
+    """`size` bytes at `offset` of BufferAllocation number `allocation`."""
+
+    allocation: int
+    offset: int
+    size: int
+
+    def overlaps(self, other: BufferSlice) -> bool:
+        """Whether the two slices share a byte."""
+        return (self.allocation == other.allocation and self.offset < other.offset + other.size
+                and other.offset < self.offset + self.size)
+
+    def to_list(self) -> list[int]:
+        return [self.allocation, self.offset, self.size]
+
+    @staticmethod
+    def from_list(v: list[int]) -> BufferSlice:
+        return BufferSlice(int(v[0]), int(v[1]), int(v[2]))
+
+
+@dataclass
+class KernelArg:
+    """One kernel pointer argument: a slice and whether the kernel reads / writes it."""
+
+    slice: BufferSlice
+    read: bool
+    written: bool
+
+
+@dataclass
+class Thunk:
+    """Base class: `hlo` is the instruction the thunk came from (for profiles and errors)."""
+
+    hlo: str
+    stream: int = field(default=0, kw_only=True)
+    wait_events: list[int] = field(default_factory=list, kw_only=True)
+    record_event: int | None = field(default=None, kw_only=True)
+
+    kind = "thunk"
+
+    def reads(self) -> list[BufferSlice]:
+        """Slices read by the thunk (nested thunks included)."""
+        return []
+
+    def writes(self) -> list[BufferSlice]:
+        """Slices written by the thunk (nested thunks included)."""
+        return []
+
+    def children(self) -> list[Thunk]:
+        """Directly nested thunks (control flow)."""
+        return []
+
+    def walk(self) -> Iterator[Thunk]:
+        """This thunk and every nested one, pre-order."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict; `thunk_from_dict` inverts it."""
+        d: dict[str, Any] = {"kind": self.kind, "hlo": self.hlo, "stream": self.stream}
+        if self.wait_events:
+            d["wait_events"] = list(self.wait_events)
+        if self.record_event is not None:
+            d["record_event"] = self.record_event
+        d.update(self._fields())
+        return d
+
+
+@dataclass
+class KernelThunk(Thunk):
+    """Launch `kernel` on a grid of `grid` blocks of `block` threads with `shared_bytes` of
+    static shared memory; `args` are its pointer arguments in order."""
+
+    kernel: str = ""
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    shared_bytes: int = 0
+    args: list[KernelArg] = field(default_factory=list)
+
+    kind = "kernel"
+
+    def reads(self) -> list[BufferSlice]:
+        return [a.slice for a in self.args if a.read]
+
+    def writes(self) -> list[BufferSlice]:
+        return [a.slice for a in self.args if a.written]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
+                "shared_bytes": self.shared_bytes,
+                "args": [[*a.slice.to_list(), int(a.read), int(a.written)] for a in self.args]}
+
+
+@dataclass
+class MemzeroThunk(Thunk):
+    """Set every byte of `dest` to zero."""
+
+    dest: BufferSlice = BufferSlice(0, 0, 0)
+
+    kind = "memzero"
+
+    def writes(self) -> list[BufferSlice]:
+        return [self.dest]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"dest": self.dest.to_list()}
+
+
+@dataclass
+class Memset32Thunk(Thunk):
+    """Fill `dest` (size a multiple of 4) with the 32-bit pattern `value`."""
+
+    dest: BufferSlice = BufferSlice(0, 0, 0)
+    value: int = 0
+
+    kind = "memset32"
+
+    def writes(self) -> list[BufferSlice]:
+        return [self.dest]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"dest": self.dest.to_list(), "value": self.value}
+
+
+@dataclass
+class DeviceToDeviceCopyThunk(Thunk):
+    """Copy `src.size` bytes from `src` to `dst` on the device."""
+
+    src: BufferSlice = BufferSlice(0, 0, 0)
+    dst: BufferSlice = BufferSlice(0, 0, 0)
+
+    kind = "d2d_copy"
+
+    def reads(self) -> list[BufferSlice]:
+        return [self.src]
+
+    def writes(self) -> list[BufferSlice]:
+        return [self.dst]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"src": self.src.to_list(), "dst": self.dst.to_list()}
+
+
+@dataclass
+class HostToDeviceCopyThunk(Thunk):
+    """Copy entry argument number `parameter` (host bytes) into `dst`."""
+
+    parameter: int = 0
+    dst: BufferSlice = BufferSlice(0, 0, 0)
+
+    kind = "h2d_copy"
+
+    def writes(self) -> list[BufferSlice]:
+        return [self.dst]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"parameter": self.parameter, "dst": self.dst.to_list()}
+
+
+@dataclass
+class DeviceToHostCopyThunk(Thunk):
+    """Copy `src` back to the host as flat output number `output`."""
+
+    output: int = 0
+    src: BufferSlice = BufferSlice(0, 0, 0)
+
+    kind = "d2h_copy"
+
+    def reads(self) -> list[BufferSlice]:
+        return [self.src]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"output": self.output, "src": self.src.to_list()}
+
+
+@dataclass
+class SequentialThunk(Thunk):
+    """Run `thunks` in order."""
+
+    thunks: list[Thunk] = field(default_factory=list)
+
+    kind = "sequential"
+
+    def children(self) -> list[Thunk]:
+        return list(self.thunks)
+
+    def reads(self) -> list[BufferSlice]:
+        return [s for t in self.thunks for s in t.reads()]
+
+    def writes(self) -> list[BufferSlice]:
+        return [s for t in self.thunks for s in t.writes()]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"thunks": [t.to_dict() for t in self.thunks]}
+
+
+@dataclass
+class WhileThunk(Thunk):
+    """loop { run `condition`; read the pred at `predicate` back to the host; stop if false;
+    run `body` }. With `trip_count` known, the body runs that many times without syncs."""
+
+    condition: SequentialThunk = field(default_factory=lambda: SequentialThunk("cond"))
+    predicate: BufferSlice = BufferSlice(0, 0, 1)
+    body: SequentialThunk = field(default_factory=lambda: SequentialThunk("body"))
+    trip_count: int | None = None
+
+    kind = "while"
+
+    def children(self) -> list[Thunk]:
+        return [self.condition, self.body]
+
+    def reads(self) -> list[BufferSlice]:
+        return self.condition.reads() + self.body.reads()
+
+    def writes(self) -> list[BufferSlice]:
+        return self.condition.writes() + self.body.writes()
+
+    def _fields(self) -> dict[str, Any]:
+        return {"condition": self.condition.to_dict(), "predicate": self.predicate.to_list(),
+                "body": self.body.to_dict(), "trip_count": self.trip_count}
+
+
+@dataclass
+class ConditionalThunk(Thunk):
+    """Read the branch index at `index` (a pred when `index_is_pred`: true -> branch 0) and
+    run that branch; an out-of-range s32 index runs the last branch (XLA semantics)."""
+
+    index: BufferSlice = BufferSlice(0, 0, 4)
+    index_is_pred: bool = False
+    branches: list[SequentialThunk] = field(default_factory=list)
+
+    kind = "conditional"
+
+    def children(self) -> list[Thunk]:
+        return list(self.branches)
+
+    def reads(self) -> list[BufferSlice]:
+        return [self.index] + [s for br in self.branches for s in br.reads()]
+
+    def writes(self) -> list[BufferSlice]:
+        return [s for br in self.branches for s in br.writes()]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"index": self.index.to_list(), "index_is_pred": self.index_is_pred,
+                "branches": [b.to_dict() for b in self.branches]}
+
+
+# ---- deserialisation ---------------------------------------------------------------------
+def _sl(d: dict[str, Any], key: str) -> BufferSlice:
+    return BufferSlice.from_list(d[key])
+
+
+def _seq(d: dict[str, Any]) -> SequentialThunk:
+    t = thunk_from_dict(d)
+    if not isinstance(t, SequentialThunk):
+        raise ArtifactError(f"expected a sequential thunk, got {d.get('kind')!r}")
+    return t
+
+
+_DECODERS: dict[str, Callable[[dict[str, Any], str], Thunk]] = {
+    "kernel": lambda d, h: KernelThunk(
+        h, kernel=d["kernel"], grid=tuple(d["grid"]), block=tuple(d["block"]),  # type: ignore
+        shared_bytes=int(d["shared_bytes"]),
+        args=[KernelArg(BufferSlice(a[0], a[1], a[2]), bool(a[3]), bool(a[4]))
+              for a in d["args"]]),
+    "memzero": lambda d, h: MemzeroThunk(h, dest=_sl(d, "dest")),
+    "memset32": lambda d, h: Memset32Thunk(h, dest=_sl(d, "dest"), value=int(d["value"])),
+    "d2d_copy": lambda d, h: DeviceToDeviceCopyThunk(h, src=_sl(d, "src"), dst=_sl(d, "dst")),
+    "h2d_copy": lambda d, h: HostToDeviceCopyThunk(h, parameter=int(d["parameter"]),
+                                                   dst=_sl(d, "dst")),
+    "d2h_copy": lambda d, h: DeviceToHostCopyThunk(h, output=int(d["output"]),
+                                                   src=_sl(d, "src")),
+    "sequential": lambda d, h: SequentialThunk(h, thunks=[thunk_from_dict(t)
+                                                          for t in d["thunks"]]),
+    "while": lambda d, h: WhileThunk(h, condition=_seq(d["condition"]),
+                                     predicate=_sl(d, "predicate"), body=_seq(d["body"]),
+                                     trip_count=d.get("trip_count")),
+    "conditional": lambda d, h: ConditionalThunk(
+        h, index=_sl(d, "index"), index_is_pred=bool(d["index_is_pred"]),
+        branches=[_seq(b) for b in d["branches"]]),
+}
+
+
+def thunk_from_dict(d: dict[str, Any]) -> Thunk:
+    """Rebuild a thunk (tree) from `Thunk.to_dict()` output; ArtifactError on unknown kinds."""
+    try:
+        decode = _DECODERS[d["kind"]]
+    except KeyError:
+        raise ArtifactError(f"unknown thunk kind {d.get('kind')!r} in artifact") from None
+    t = decode(d, str(d.get("hlo", "")))
+    t.stream = int(d.get("stream", 0))
+    t.wait_events = [int(e) for e in d.get("wait_events", [])]
+    rec = d.get("record_event")
+    t.record_event = None if rec is None else int(rec)
+    return t

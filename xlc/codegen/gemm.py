@@ -1,0 +1,298 @@
+"""A packed, register-blocked GEMM generator for the CPU backend (f32 and f64, AVX-512).
+
+`emit_gemm(llvm_module, name, spec)` adds
+
+    void name(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads)
+
+computing, for every batch b < spec.batch, C[b] = A[b] @ B[b] (or C[b] += A[b] @ B[b] with
+`spec.accumulate`), where A[b] is m x k, B[b] is k x n and C[b] is m x n, each addressed through
+the element strides in the spec (so transposed and batched operands need no copies). The caller
+runs it once per thread with tid = 0 .. nthreads-1 (all with the same nthreads, concurrently or
+not): each call computes its own disjoint share of C. `scratch` must hold
+`scratch_bytes(spec, nthreads)` bytes (any alignment; the function aligns it to 64 bytes) and
+must not be shared with another GEMM running at the same time.
+
+Algorithm (BLIS's loop structure): the work is split over threads along the flattened
+(batch, n-panels) or (batch, m-panels) space, whichever has more panels. Each thread loops
+jc (NC columns) > pc (KC of k; packs B[pc, jc] into NR-column panels) > ic (MC rows; packs
+A[ic, pc] into MR-row panels) > jr > ir, calling the MR x NR microkernel from
+`gemm_kernels.py`. Tiny problems and matrix-vector products (`use_simple`) use a plain loop
+nest instead and run on thread 0 only (the other threads return at once).
+
+`compile_gemm(spec)` JIT-compiles one GEMM plus a pthread entry (`xlc/codegen/parallel.py`) and
+returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.gemm_kernels import (Blocking, emit_microkernel, emit_pack_a, emit_pack_b,
+                                      emit_simple_gemm, gep, i64, new_function, smin)
+from xlc.codegen.parallel import available_threads, emit_threaded_entry
+from xlc.errors import ArgumentError, UnsupportedOpError
+from xlc.hlo.shape import PrimitiveType
+
+log = logging.getLogger("xlc.codegen")
+
+# Register tiles: f32 14 x 32 holds 28 zmm accumulators (+2 B vectors, broadcasts folded into
+# the FMAs); f64 the same with 8 lanes. Cache blocks: a KC x NR B panel (32 KiB) stays in the
+# 48 KiB L1 across the ir loop, the MC x KC A block (~0.5 MiB) in the 1 MiB L2.
+SIMPLE_FLOPS = 2 * 48 ** 3
+_BLOCKING = {
+    PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096),
+    PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048),
+}
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """One (batched) matrix product C[b] (+)= A[b] @ B[b].
+
+    Strides are in elements: a_strides = (batch, m, k), b_strides = (batch, k, n),
+    c_strides = (batch, m, n); any non-negative strides are allowed (C's must not make two
+    elements overlap). dtype: PrimitiveType.F32 or F64 (or anything np.dtype accepts)."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    a_strides: tuple[int, int, int]
+    b_strides: tuple[int, int, int]
+    c_strides: tuple[int, int, int]
+    dtype: PrimitiveType = PrimitiveType.F32
+    accumulate: bool = False
+
+    def __post_init__(self) -> None:
+        pt = self.dtype if isinstance(self.dtype, PrimitiveType) else \
+            PrimitiveType.from_dtype(self.dtype)
+        object.__setattr__(self, "dtype", pt)
+        for f in ("a_strides", "b_strides", "c_strides"):
+            st = tuple(int(s) for s in getattr(self, f))
+            if len(st) != 3 or min(st) < 0:
+                raise ArgumentError(f"GemmSpec.{f} must be 3 non-negative element strides "
+                                    f"(batch, row, column), got {getattr(self, f)}")
+            object.__setattr__(self, f, st)
+        if min(self.m, self.n, self.k, self.batch) < 0:
+            raise ArgumentError(f"GemmSpec sizes must be >= 0, got m={self.m} n={self.n} "
+                                f"k={self.k} batch={self.batch}")
+        if pt not in _BLOCKING:
+            raise UnsupportedOpError(f"GEMM generator supports f32 and f64, not '{pt.text}'")
+
+    @staticmethod
+    def for_arrays(a: np.ndarray, b: np.ndarray, accumulate: bool = False) -> GemmSpec:
+        """The spec of `a @ b` for 2-D (m x k, k x n) or 3-D (batch x m x k, batch x k x n)
+        numpy arrays, strides taken from the arrays (views such as `x.T` are fine), C
+        contiguous row-major."""
+        if a.ndim != b.ndim or a.ndim not in (2, 3) or a.shape[-1] != b.shape[-2] \
+                or a.shape[:-2] != b.shape[:-2] or a.dtype != b.dtype:
+            raise ArgumentError(f"cannot multiply {a.dtype}{list(a.shape)} by "
+                                f"{b.dtype}{list(b.shape)}")
+        a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
+        batch, m, k = a3.shape
+        n = b3.shape[2]
+        st = (lambda x: tuple(s // x.itemsize for s in x.strides))
+        return GemmSpec(m, n, k, batch, st(a3), st(b3), (m * n, n, 1), a.dtype, accumulate)
+
+
+def blocking(spec: GemmSpec) -> Blocking:
+    """The register/cache blocking used for `spec` (block sizes clipped to the problem)."""
+    p = _BLOCKING[spec.dtype]
+    mr, nr = p["mr"], p["nv"] * p["vw"]
+    kc = max(1, min(p["kc"], spec.k))
+    mc = min(p["mc"], -(-spec.m // mr) * mr)
+    nc = min(p["nc"], -(-spec.n // nr) * nr)
+    return Blocking(spec.dtype, mr, p["nv"], p["vw"], kc, max(mc, mr), max(nc, nr))
+
+
+def use_simple(spec: GemmSpec) -> bool:
+    """True when `spec` runs as a plain loop nest (tiny, degenerate or matrix-vector)."""
+    return (min(spec.m, spec.n, spec.k) == 0 or spec.n == 1 or spec.m == 1
+            or 2 * spec.m * spec.n * spec.k <= SIMPLE_FLOPS)
+
+
+def _round64(x: int) -> int:
+    return (x + 63) // 64 * 64
+
+
+def _thread_bytes(spec: GemmSpec, bl: Blocking) -> tuple[int, int]:
+    esz = spec.dtype.byte_size
+    return _round64(bl.mc * bl.kc * esz), _round64(bl.kc * bl.nc * esz)
+
+
+def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
+    """Bytes of packing scratch `emit_gemm`'s function needs when run with `nthreads`
+    threads (0 for the plain loop nest). Includes 64 bytes of alignment slack."""
+    if use_simple(spec):
+        return 0
+    a_b, b_b = _thread_bytes(spec, blocking(spec))
+    return 64 + max(1, nthreads) * (a_b + b_b)
+
+
+def _split_m(spec: GemmSpec, bl: Blocking) -> bool:
+    """Partition threads along m (else along n): whichever dimension has more panels."""
+    return -(-spec.m // bl.mr) > -(-spec.n // bl.nr)
+
+
+def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
+    """Add `void name(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads)` computing
+    `spec` (see the module docstring for the contract) plus internal helpers named
+    `name.*` to `llvm_module`. Requires 0 <= tid < nthreads."""
+    fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2),
+                     name=name)
+    for arg in fn.args[:3]:
+        arg.add_attribute("noalias")
+    a, bm, c, scratch, tid, nthreads = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ety = lu.value_type(spec.dtype)
+    (sa, am, ak), (sb, bk, bn), (sc, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
+    if use_simple(spec):
+        simple = emit_simple_gemm(llvm_module, f"{name}.simple", spec.dtype, spec.m, spec.n,
+                                  spec.k, (am, ak), (bk, bn), (cm, cn), spec.accumulate)
+        with b.if_then(b.icmp_signed("==", tid, i64(0))):
+            with lu.for_range(b, i64(spec.batch), name="bt") as bi:
+                b.call(simple, [gep(b, a, b.mul(bi, i64(sa)), ety),
+                                gep(b, bm, b.mul(bi, i64(sb)), ety),
+                                gep(b, c, b.mul(bi, i64(sc)), ety)])
+        b.ret_void()
+        return
+    bl = blocking(spec)
+    blocked = _emit_blocked(llvm_module, name, spec, bl)
+    # this thread's scratch: align, then skip the other threads' parts
+    a_bytes, b_bytes = _thread_bytes(spec, bl)
+    base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
+    base = b.add(base, b.mul(tid, i64(a_bytes + b_bytes)))
+    ap = b.inttoptr(base, lu.PTR)
+    bp = b.inttoptr(b.add(base, i64(a_bytes)), lu.PTR)
+    split_m = _split_m(spec, bl)
+    step, size = (bl.mr, spec.m) if split_m else (bl.nr, spec.n)
+    panels = -(-size // step)
+    units = spec.batch * panels
+    lo = b.sdiv(b.mul(i64(units), tid), nthreads)
+    hi = b.sdiv(b.mul(i64(units), b.add(tid, i64(1))), nthreads)
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        b_first = b.sdiv(lo, i64(panels))
+        b_end = b.sdiv(b.add(hi, i64(panels - 1)), i64(panels))
+        with lu.for_range(b, b_end, start=b_first, name="bt") as bi:
+            p0 = b.sub(lo, b.mul(bi, i64(panels)))
+            p0 = b.select(b.icmp_signed("<", p0, i64(0)), i64(0), p0)
+            p1 = smin(b, b.sub(hi, b.mul(bi, i64(panels))), i64(panels))
+            r0 = b.mul(p0, i64(step))
+            r1 = smin(b, b.mul(p1, i64(step)), i64(size))
+            rng = [r0, r1, i64(0), i64(spec.n)] if split_m else [i64(0), i64(spec.m), r0, r1]
+            b.call(blocked, [gep(b, a, b.mul(bi, i64(sa)), ety),
+                             gep(b, bm, b.mul(bi, i64(sb)), ety),
+                             gep(b, c, b.mul(bi, i64(sc)), ety), *rng, ap, bp])
+    b.ret_void()
+
+
+def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) -> ir.Function:
+    """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp)`:
+    C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into ap/bp."""
+    (_, am, ak), (_, bk, bn), (_, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
+    pack_a = emit_pack_a(module, f"{name}.pack_a", bl, am, ak)
+    pack_b = emit_pack_b(module, f"{name}.pack_b", bl, bk, bn)
+    micro = emit_microkernel(module, f"{name}.micro", bl, cm, cn)
+    fn, b = new_function(module, f"{name}.blocked", [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 2,
+                         noalias=(0, 1, 2, 7, 8))
+    a, bmat, c, m0, m1, n0, n1, ap, bp = fn.args
+    ety, mr, nr = bl.ety, bl.mr, bl.nr
+    with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
+        nc = smin(b, i64(bl.nc), b.sub(n1, jc))
+        with lu.for_range(b, i64(spec.k), step=bl.kc, name="pc") as pc:
+            kc = smin(b, i64(bl.kc), b.sub(i64(spec.k), pc))
+            b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, i64(bk)), b.mul(jc, i64(bn))), ety),
+                            bp, kc, nc])
+            first = b.icmp_signed("==", pc, i64(0))
+            if spec.accumulate:
+                first = ir.Constant(lu.I1, 0)
+            with lu.for_range(b, m1, start=m0, step=bl.mc, name="ic") as ic:
+                mc = smin(b, i64(bl.mc), b.sub(m1, ic))
+                b.call(pack_a, [gep(b, a, b.add(b.mul(ic, i64(am)), b.mul(pc, i64(ak))), ety),
+                                ap, mc, kc])
+                with lu.for_range(b, nc, step=nr, name="jr") as jr:
+                    nr_eff = smin(b, i64(nr), b.sub(nc, jr))
+                    bpan = gep(b, bp, b.mul(jr, kc), ety)
+                    ccol = b.mul(b.add(jc, jr), i64(cn))
+                    with lu.for_range(b, mc, step=mr, name="ir") as ir_:
+                        mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
+                        apan = gep(b, ap, b.mul(ir_, kc), ety)
+                        coff = b.add(b.mul(b.add(ic, ir_), i64(cm)), ccol)
+                        b.call(micro, [kc, apan, bpan, gep(b, c, coff, ety), mr_eff, nr_eff,
+                                       first])
+    b.ret_void()
+    return fn
+
+
+# ---- JIT convenience -----------------------------------------------------------------------
+class CompiledGemm:
+    """A JIT-compiled GEMM: `g(a, b, c=None) -> c` with numpy arrays laid out as the spec says.
+
+    a/b: arrays of shape (batch, m, k)/(batch, k, n) (or 2-D when batch == 1) whose strides
+    match the spec (views like `x.T` fine). c: optional output of shape (batch, m, n) (2-D when
+    a is 2-D) with the spec's strides; required when the spec accumulates. Runs on `nthreads`
+    threads through the pthread entry."""
+
+    def __init__(self, spec: GemmSpec, nthreads: int, symbol: str, entry: str):
+        self.spec, self.nthreads = spec, nthreads
+        eng = lu.jit_engine()
+        self.kernel_address = eng.address(symbol)
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64)
+        self._entry = proto(eng.address(entry))
+        self._scratch = np.empty(max(1, scratch_bytes(spec, nthreads)), dtype=np.uint8)
+        self._scratch_ptr = self._scratch.ctypes.data
+
+    def _check(self, x: np.ndarray, what: str, shape: tuple[int, ...],
+               strides: tuple[int, int, int]) -> int:
+        s = self.spec
+        x3 = x[None] if x.ndim == 2 else x
+        ok = (isinstance(x, np.ndarray) and x.dtype == s.dtype.dtype and x3.ndim == 3
+              and x3.shape == shape)
+        if ok:
+            want = [st * x.itemsize for st in strides]
+            ok = all(d <= 1 or got == w for d, got, w in zip(x3.shape, x3.strides, want))
+        if not ok:
+            raise ArgumentError(f"GEMM operand {what}: expected {s.dtype.text}{list(shape)} "
+                                f"with element strides {strides}, got "
+                                f"{getattr(x, 'dtype', type(x))}{list(getattr(x, 'shape', []))}"
+                                f" strides {getattr(x, 'strides', None)}")
+        return x.ctypes.data
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None
+                 ) -> np.ndarray:
+        s = self.spec
+        pa = self._check(a, "A", (s.batch, s.m, s.k), s.a_strides)
+        pb = self._check(b, "B", (s.batch, s.k, s.n), s.b_strides)
+        if c is None:
+            if s.accumulate:
+                raise ArgumentError("an accumulating GEMM needs the output array c")
+            sc = s.c_strides
+            extent = 1 + sum((d - 1) * st for d, st in zip((s.batch, s.m, s.n), sc))
+            buf = np.empty(max(1, extent), dtype=s.dtype.dtype)
+            isz = buf.itemsize
+            c = np.lib.stride_tricks.as_strided(buf, (s.batch, s.m, s.n),
+                                                tuple(st * isz for st in sc))
+            if a.ndim == 2:
+                c = c[0]
+        pc = self._check(c, "C", (s.batch, s.m, s.n), s.c_strides)
+        self._entry(pa, pb, pc, self._scratch_ptr, self.nthreads)
+        return c
+
+
+def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
+                 ) -> CompiledGemm:
+    """JIT-compile `spec` (see `emit_gemm`) with a pthread entry running `nthreads` threads
+    (default: every core this process may use). Returns a `CompiledGemm` callable."""
+    nt = nthreads or available_threads()
+    sym = lu.unique_symbol("xlc_gemm")
+    module = lu.new_module(sym)
+    emit_gemm(module, sym, spec)
+    kernel = module.globals[sym]
+    emit_threaded_entry(module, f"{sym}_mt", kernel, nptrs=4)
+    lu.compile_module(module, sym, opt_level)
+    return CompiledGemm(spec, nt, sym, f"{sym}_mt")

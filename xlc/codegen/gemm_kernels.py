@@ -1,0 +1,318 @@
+"""Building blocks of the packed GEMM (see `xlc/codegen/gemm.py` for the driver).
+
+Everything here emits internal LLVM functions into an llvmlite module, specialised on a
+`Blocking` (register/cache block sizes, element type) and on the static element strides of the
+operands:
+
+* `emit_pack_a`: copies an `mc x kc` block of A into MR-row panels, `ap[p][kk][MR]`, rows past
+  `mc` zero-filled (so the microkernel never needs a row mask);
+* `emit_pack_b`: copies a `kc x nc` block of B into NR-column panels, `bp[p][kk][NR]`, columns
+  past `nc` zero-filled; row-major B is copied with full-width vector loads;
+* `emit_microkernel`: C[MR x NR] (+)= Ap-panel x Bp-panel, the C tile held in MR x NV vector
+  registers across the k loop (broadcast-A FMA pattern, `llvm.fma.v16f32` for f32); full tiles
+  with unit column stride are stored with vector stores, edge tiles go through a stack tile;
+* `emit_simple_gemm`: a plain loop nest for tiny problems and matrix-vector products, where
+  packing costs more than it saves (the n == 1 case is a reassociating dot product loop).
+
+All functions use arbitrary (static) element strides, so transposed operands need no copy
+beyond the packing that happens anyway.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from xlc.codegen import llvm_utils as lu
+from xlc.hlo.shape import PrimitiveType
+
+log = logging.getLogger("xlc.codegen")
+
+FAST = ("reassoc", "contract")
+
+
+def i64(v: int) -> ir.Constant:
+    """An i64 constant."""
+    return ir.Constant(lu.I64, v)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Register and cache blocking of one GEMM.
+
+    mr: rows of the C register tile; nv: vectors per tile row (nr = nv * vw columns);
+    vw: lanes per 512-bit vector; kc/mc/nc: cache block sizes along k/m/n (mc a multiple of
+    mr, nc a multiple of nr); unroll: k-loop unroll factor of the microkernel."""
+
+    pt: PrimitiveType
+    mr: int
+    nv: int
+    vw: int
+    kc: int
+    mc: int
+    nc: int
+    unroll: int = 4
+
+    @property
+    def nr(self) -> int:
+        """Columns of the C register tile."""
+        return self.nv * self.vw
+
+    @property
+    def ety(self) -> ir.Type:
+        """LLVM element type."""
+        return lu.value_type(self.pt)
+
+    @property
+    def vty(self) -> ir.VectorType:
+        """LLVM vector type of one tile-row vector."""
+        return ir.VectorType(self.ety, self.vw)
+
+
+def alloca(b: ir.IRBuilder, ty: ir.Type, align: int = 64) -> ir.Value:
+    """A stack slot of `ty` in the function's entry block, as an opaque `ptr` value."""
+    with b.goto_entry_block():
+        slot = b.alloca(ty)
+    slot.align = align
+    slot.type = lu.PTR  # llvmlite gives a typed pointer; LLVM 22 IR text needs `ptr`
+    return slot
+
+
+def gep(b: ir.IRBuilder, base: ir.Value, off: ir.Value | int, ety: ir.Type) -> ir.Value:
+    """`&base[off]` for elements of `ety`."""
+    return b.gep(base, [off if isinstance(off, ir.Value) else i64(off)], inbounds=True,
+                 source_etype=ety)
+
+
+def smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Signed minimum of two i64 values."""
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def new_function(module: ir.Module, name: str, args: list[ir.Type],
+                 noalias: tuple[int, ...] = ()) -> tuple[ir.Function, ir.IRBuilder]:
+    """An internal `void name(args...)` function with an entry block and a builder in it."""
+    fn = ir.Function(module, ir.FunctionType(lu.VOID, args), name=name)
+    fn.linkage = "internal"
+    for i in noalias:
+        fn.args[i].add_attribute("noalias")
+    return fn, ir.IRBuilder(fn.append_basic_block("entry"))
+
+
+def _load(b: ir.IRBuilder, base: ir.Value, off: ir.Value | int, ty: ir.Type,
+          align: int) -> ir.Value:
+    return b.load(gep(b, base, off, lu.scalar_type(ty)), typ=ty, align=align)
+
+
+def _store(b: ir.IRBuilder, v: ir.Value, base: ir.Value, off: ir.Value | int,
+           align: int) -> None:
+    b.store(v, gep(b, base, off, lu.scalar_type(v.type)), align=align)
+
+
+# ---- packing -------------------------------------------------------------------------------
+def emit_pack_b(module: ir.Module, name: str, bl: Blocking, bk: int, bn: int) -> ir.Function:
+    """`void name(ptr b, ptr bp, i64 kc, i64 nc)`: pack B[0:kc, 0:nc] (element strides bk, bn
+    from `b`) into `bp[p][kk][nr]` panels, zero-filling columns >= nc in the last panel.
+
+    Requires 1 <= kc <= bl.kc, 1 <= nc, bp 64-byte aligned and large enough."""
+    fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
+    src, dst, kc, nc = fn.args
+    ety, nr, esz = bl.ety, bl.nr, bl.pt.byte_size
+    full = b.sdiv(nc, i64(nr))
+    with lu.for_range(b, full, name="p") as p:
+        s = gep(b, src, b.mul(p, i64(nr * bn)), ety)
+        d = gep(b, dst, b.mul(b.mul(p, kc), i64(nr)), ety)
+        if bn == 1:
+            with lu.for_range(b, kc, name="kk") as kk:
+                so, do = b.mul(kk, i64(bk)), b.mul(kk, i64(nr))
+                for v in range(bl.nv):
+                    x = _load(b, s, b.add(so, i64(v * bl.vw)), bl.vty, esz)
+                    _store(b, x, d, b.add(do, i64(v * bl.vw)), 64)
+        elif bk == 1:
+            with lu.for_range(b, i64(nr), name="jj") as jj, lu.for_range(b, kc, name="kk") as kk:
+                x = _load(b, s, b.add(kk, b.mul(jj, i64(bn))), ety, esz)
+                _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
+        else:
+            with lu.for_range(b, kc, name="kk") as kk, lu.for_range(b, i64(nr), name="jj") as jj:
+                x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(jj, i64(bn))), ety, esz)
+                _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
+    rem = b.sub(nc, b.mul(full, i64(nr)))
+    with b.if_then(b.icmp_signed(">", rem, i64(0)), likely=False):
+        s = gep(b, src, b.mul(full, i64(nr * bn)), ety)
+        d = gep(b, dst, b.mul(b.mul(full, kc), i64(nr)), ety)
+        last = b.sub(rem, i64(1))
+        with lu.for_range(b, kc, name="tk") as kk, lu.for_range(b, i64(nr), name="tj") as jj:
+            col = smin(b, jj, last)
+            x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(col, i64(bn))), ety, esz)
+            x = b.select(b.icmp_signed("<", jj, rem), x, lu.const(ety, 0))
+            _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
+    b.ret_void()
+    return fn
+
+
+def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int) -> ir.Function:
+    """`void name(ptr a, ptr ap, i64 mc, i64 kc)`: pack A[0:mc, 0:kc] (element strides am, ak
+    from `a`) into `ap[p][kk][mr]` panels, zero-filling rows >= mc in the last panel.
+
+    Requires 1 <= mc, 1 <= kc, ap large enough for ceil(mc / mr) panels."""
+    fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
+    src, dst, mc, kc = fn.args
+    ety, mr, esz = bl.ety, bl.mr, bl.pt.byte_size
+    full = b.sdiv(mc, i64(mr))
+    with lu.for_range(b, full, name="p") as p:
+        s = gep(b, src, b.mul(p, i64(mr * am)), ety)
+        d = gep(b, dst, b.mul(b.mul(p, kc), i64(mr)), ety)
+        with lu.for_range(b, kc, name="kk") as kk:
+            so, do = b.mul(kk, i64(ak)), b.mul(kk, i64(mr))
+            if am == 1:
+                x = _load(b, s, so, ir.VectorType(ety, mr), esz)
+                _store(b, x, d, do, esz)
+            else:
+                for ii in range(mr):
+                    x = _load(b, s, b.add(so, i64(ii * am)), ety, esz)
+                    _store(b, x, d, b.add(do, i64(ii)), esz)
+    rem = b.sub(mc, b.mul(full, i64(mr)))
+    with b.if_then(b.icmp_signed(">", rem, i64(0)), likely=False):
+        s = gep(b, src, b.mul(full, i64(mr * am)), ety)
+        d = gep(b, dst, b.mul(b.mul(full, kc), i64(mr)), ety)
+        last = b.sub(rem, i64(1))
+        with lu.for_range(b, kc, name="tk") as kk:
+            so, do = b.mul(kk, i64(ak)), b.mul(kk, i64(mr))
+            for ii in range(mr):
+                row = smin(b, i64(ii), last)
+                x = _load(b, s, b.add(so, b.mul(row, i64(am))), ety, esz)
+                x = b.select(b.icmp_signed("<", i64(ii), rem), x, lu.const(ety, 0))
+                _store(b, x, d, b.add(do, i64(ii)), esz)
+    b.ret_void()
+    return fn
+
+
+# ---- microkernel ---------------------------------------------------------------------------
+def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: int
+                     ) -> ir.Function:
+    """`void name(i64 kc, ptr ap, ptr bp, ptr c, i64 mr_eff, i64 nr_eff, i1 first)`:
+    C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element strides cm, cn).
+
+    Requires kc >= 1, packed panels as made by `emit_pack_a`/`emit_pack_b` (bp 64-byte
+    aligned), 1 <= mr_eff <= mr, 1 <= nr_eff <= nr."""
+    fn, b = new_function(module, name, [lu.I64, lu.PTR, lu.PTR, lu.PTR, lu.I64, lu.I64, lu.I1],
+                         noalias=(1, 2, 3))
+    fn.attributes.add("noinline")
+    kc, ap, bp, c, mr_eff, nr_eff, first = fn.args
+    ety, vty, mr, nv, vw, nr = bl.ety, bl.vty, bl.mr, bl.nv, bl.vw, bl.nr
+    esz = bl.pt.byte_size
+    accs = [[alloca(b, vty) for _ in range(nv)] for _ in range(mr)]
+    zero = lu.const(vty, 0)
+    for row in accs:
+        for slot in row:
+            b.store(zero, slot, align=64)
+
+    def step(kidx: ir.Value) -> None:
+        bo, ao = b.mul(kidx, i64(nr)), b.mul(kidx, i64(mr))
+        bv = [_load(b, bp, b.add(bo, i64(v * vw)), vty, 64) for v in range(nv)]
+        for i in range(mr):
+            a = lu.splat(b, _load(b, ap, b.add(ao, i64(i)), ety, esz), vw)
+            for v in range(nv):
+                acc = b.load(accs[i][v], typ=vty, align=64)
+                b.store(lu.intrinsic(b, "llvm.fma", [a, bv[v], acc]), accs[i][v], align=64)
+
+    u = bl.unroll
+    kmain = b.mul(b.sdiv(kc, i64(u)), i64(u))
+    with lu.for_range(b, kmain, step=u, name="k") as k:
+        for j in range(u):
+            step(b.add(k, i64(j)) if j else k)
+    with lu.for_range(b, kc, start=kmain, name="kr") as k:
+        step(k)
+
+    full = b.and_(b.icmp_signed("==", mr_eff, i64(mr)), b.icmp_signed("==", nr_eff, i64(nr)))
+    if cn == 1:
+        with b.if_else(full, likely=True) as (vec_path, tile_path):
+            with vec_path:
+                _store_tile_vectors(b, accs, c, first, bl, cm)
+            with tile_path:
+                _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
+    else:
+        _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
+    b.ret_void()
+    return fn
+
+
+def _store_tile_vectors(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
+                        first: ir.Value, bl: Blocking, cm: int) -> None:
+    vty, esz = bl.vty, bl.pt.byte_size
+    with b.if_else(first) as (overwrite, update):
+        with overwrite:
+            for i, row in enumerate(accs):
+                for v, slot in enumerate(row):
+                    _store(b, b.load(slot, typ=vty, align=64), c, i * cm + v * bl.vw, esz)
+        with update:
+            for i, row in enumerate(accs):
+                for v, slot in enumerate(row):
+                    off = i * cm + v * bl.vw
+                    old = _load(b, c, off, vty, esz)
+                    _store(b, b.fadd(old, b.load(slot, typ=vty, align=64)), c, off, esz)
+
+
+def _store_tile_scalar(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
+                       first: ir.Value, mr_eff: ir.Value, nr_eff: ir.Value, bl: Blocking,
+                       cm: int, cn: int) -> None:
+    """Edge tiles (and C without unit column stride): spill the tile, then copy elementwise."""
+    ety, vty, nr, esz = bl.ety, bl.vty, bl.nr, bl.pt.byte_size
+    tile = alloca(b, ir.ArrayType(ety, bl.mr * nr))
+    for i, row in enumerate(accs):
+        for v, slot in enumerate(row):
+            _store(b, b.load(slot, typ=vty, align=64), tile, i * nr + v * bl.vw, 64)
+    with lu.for_range(b, mr_eff, name="ti") as i, lu.for_range(b, nr_eff, name="tj") as j:
+        t = _load(b, tile, b.add(b.mul(i, i64(nr)), j), ety, esz)
+        off = b.add(b.mul(i, i64(cm)), b.mul(j, i64(cn)))
+        old = b.select(first, lu.const(ety, 0), _load(b, c, off, ety, esz))
+        _store(b, b.fadd(old, t), c, off, esz)
+
+
+# ---- tiny problems and matrix-vector -------------------------------------------------------
+def emit_simple_gemm(module: ir.Module, name: str, pt: PrimitiveType, m: int, n: int, k: int,
+                     a_st: tuple[int, int], b_st: tuple[int, int], c_st: tuple[int, int],
+                     accumulate: bool) -> ir.Function:
+    """`void name(ptr a, ptr b, ptr c)`: one (unbatched) C (+)= A @ B by a plain loop nest.
+
+    n == 1 is a dot product per row with a reassociating (vectorisable) accumulator; otherwise
+    the nest is i, k, j (an axpy of B's row k into C's row i, vectorised along j when B and C
+    are contiguous along n). Any sizes (zeros included) and strides."""
+    fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.PTR], noalias=(0, 1, 2))
+    ap, bp, cp = fn.args
+    ety, esz = lu.value_type(pt), pt.byte_size
+    (am, ak), (bk, bn), (cm, cn) = a_st, b_st, c_st
+    zero = lu.const(ety, 0)
+    if n == 1:
+        with lu.for_range(b, i64(m), name="i") as i:
+            acc = alloca(b, ety, esz)
+            b.store(zero, acc)
+            with lu.for_range(b, i64(k), name="k") as kk:
+                x = _load(b, ap, b.add(b.mul(i, i64(am)), b.mul(kk, i64(ak))), ety, esz)
+                y = _load(b, bp, b.mul(kk, i64(bk)), ety, esz)
+                s = b.fadd(b.load(acc, typ=ety), b.fmul(x, y, flags=FAST), flags=FAST)
+                b.store(s, acc)
+            off = b.mul(i, i64(cm))
+            r = b.load(acc, typ=ety)
+            if accumulate:
+                r = b.fadd(_load(b, cp, off, ety, esz), r)
+            _store(b, r, cp, off, esz)
+        b.ret_void()
+        return fn
+    with lu.for_range(b, i64(m), name="i") as i:
+        crow = gep(b, cp, b.mul(i, i64(cm)), ety)
+        if not accumulate:
+            with lu.for_range(b, i64(n), name="z") as j:
+                _store(b, zero, crow, b.mul(j, i64(cn)), esz)
+        with lu.for_range(b, i64(k), name="k") as kk:
+            x = _load(b, ap, b.add(b.mul(i, i64(am)), b.mul(kk, i64(ak))), ety, esz)
+            brow = gep(b, bp, b.mul(kk, i64(bk)), ety)
+            with lu.for_range(b, i64(n), name="j") as j:
+                co = b.mul(j, i64(cn))
+                y = _load(b, brow, b.mul(j, i64(bn)), ety, esz)
+                s = b.fadd(_load(b, crow, co, ety, esz), b.fmul(x, y, flags=("contract",)),
+                           flags=("contract",))
+                _store(b, s, crow, co, esz)
+    b.ret_void()
+    return fn

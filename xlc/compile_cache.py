@@ -1,0 +1,213 @@
+"""The persistent compile cache: compiled executables stored as `.xlc` files in a directory.
+
+Off by default; on when `CompileOptions.cache_dir` is set (from `XLC_CACHE_DIR`, or passed
+explicitly). An entry is keyed by
+* the module fingerprint: sha256 of the printed module with every instruction, computation
+  and the module itself renamed canonically and metadata dropped (so the same program traced
+  from differently named functions or variables hits the same entry),
+* `CompileOptions.cache_key()` (the options that influence code),
+* the xlc version, the backend and the target (triple, CPU name and features for the CPU).
+Writers write a temp file and rename it into place, so any number of processes may fill the
+same key at once and readers never see a partial entry. A hit costs one file read, the
+checksum checks and loading the code (no passes, no LLVM). A damaged entry is deleted and
+treated as a miss.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xlc.errors import ArtifactError, XlcError
+from xlc.hlo.ir import HloModule
+from xlc.options import CompileOptions
+
+log = logging.getLogger("xlc.compile_cache")
+
+SUFFIX = ".xlc"
+# Process-wide counters (tests and `-v` logging read them).
+STATS: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "errors": 0}
+
+
+def module_fingerprint(module: HloModule) -> str:
+    """A name-independent sha256 of `module`: the module is cloned, every computation and
+    instruction renamed in text order (`c0`, `i0`, ...), metadata and stack frames dropped,
+    and the printed text hashed. Requires a printable module; does not modify it."""
+    from xlc.hlo.printer import print_module
+
+    m = module.clone()
+    m.name = "m"
+    m.stack_frames = ""
+    n = 0
+    for ci, comp in enumerate(m.computations):
+        comp.name = f"c{ci}"
+        for inst in comp.instructions:
+            inst.name = f"i{n}"
+            n += 1
+    text = print_module(m, print_metadata=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def target_description(backend: str) -> dict[str, Any]:
+    """What the generated code depends on besides the module and options."""
+    if backend == "cpu":
+        from xlc.backend_cpu.artifact_io import host_target
+
+        return host_target().model_dump()
+    return {}
+
+
+def cache_key(module: HloModule, backend: str, options: CompileOptions) -> str:
+    """The hex key of an entry (see the module docstring for what goes in)."""
+    from xlc import __version__
+
+    parts = {"module": module_fingerprint(module), "options": options.cache_key(),
+             "xlc": __version__, "backend": backend, "target": target_description(backend)}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass
+class CacheEntry:
+    """One file of the cache (for `xlc cache ls`)."""
+
+    key: str
+    path: Path
+    size: int
+    mtime: float
+    module_name: str = "?"
+    backend: str = "?"
+
+
+class CompileCache:
+    """A cache directory. Methods never raise for a damaged entry (it is a miss)."""
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.dir = Path(directory).expanduser()
+
+    def path_of(self, key: str) -> Path:
+        return self.dir / f"{key}{SUFFIX}"
+
+    def get(self, key: str) -> Any | None:
+        """The stored executable for `key` (an `xlc.artifact.StoredExecutable`) or None."""
+        from xlc.artifact import executable_from_archive, read_archive
+
+        path = self.path_of(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            log.warning("compile cache: cannot read %s (%s)", path, e)
+            return None
+        try:
+            return executable_from_archive(read_archive(data, str(path)))
+        except XlcError as e:
+            STATS["errors"] += 1
+            log.warning("compile cache: dropping damaged entry %s (%s)", path, e)
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            return None
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store archive bytes under `key` (write-then-rename)."""
+        from xlc.artifact import write_bytes_atomic
+
+        write_bytes_atomic(self.path_of(key), data)
+        STATS["writes"] += 1
+
+    def entries(self) -> list[CacheEntry]:
+        """Every entry, oldest first, with its module name and backend when readable."""
+        out = []
+        if not self.dir.is_dir():
+            return out
+        for p in self.dir.glob(f"*{SUFFIX}"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            e = CacheEntry(p.stem, p, st.st_size, st.st_mtime)
+            try:
+                with zipfile.ZipFile(p) as z:
+                    raw = json.loads(z.read("manifest.json"))
+                e.module_name = str(raw.get("module_name", "?"))
+                e.backend = str(raw.get("backend", "?"))
+            except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+                e.module_name = "<damaged>"
+            out.append(e)
+        return sorted(out, key=lambda e: (e.mtime, e.key))
+
+    def clear(self) -> int:
+        """Remove every entry and stale temp file; returns the number of entries removed."""
+        n = 0
+        if not self.dir.is_dir():
+            return 0
+        for p in self.dir.iterdir():
+            if p.suffix == SUFFIX or (p.name.startswith(".") and p.name.endswith(".tmp")):
+                try:
+                    p.unlink()
+                    n += p.suffix == SUFFIX
+                except OSError:
+                    pass
+        return n
+
+    def info(self) -> dict[str, Any]:
+        """{'directory', 'entries', 'total_bytes'}."""
+        entries = self.entries()
+        return {"directory": str(self.dir), "entries": len(entries),
+                "total_bytes": sum(e.size for e in entries)}
+
+
+def _module_signature(module: HloModule) -> Any:
+    from xlc.api import _shape_tree
+    from xlc.artifact_manifest import Signature, TensorSpec, tree_to_json
+
+    entry = module.entry
+    assert entry is not None and entry.root is not None
+    ins = [TensorSpec(dtype=p.shape.element_type.text, shape=list(p.shape.dims))
+           if p.shape.is_array else None for p in entry.parameters]
+    outs = [TensorSpec(dtype=s.element_type.text, shape=list(s.dims))
+            for _i, s in entry.root.shape.leaves()]
+    return Signature(name=module.name, out_tree=tree_to_json(_shape_tree(entry.root.shape)),
+                     inputs=ins, outputs=outs)
+
+
+def cached_executable(module: HloModule, backend: str, options: CompileOptions,
+                      make: Callable[[HloModule, str, CompileOptions], Any]) -> Any:
+    """The backend executable for `module`: loaded from `options.cache_dir` on a hit, else
+    built with `make(module.clone(), backend, options)` and stored. Storing failures (an
+    unserializable backend, a read-only directory) are logged, never raised."""
+    assert options.cache_dir
+    cache = CompileCache(options.cache_dir)
+    t0 = time.perf_counter()
+    key = cache_key(module, backend, options)
+    exe = cache.get(key)
+    if exe is not None:
+        STATS["hits"] += 1
+        log.info("compile cache hit %s for %s (%.1f ms)", key, module.name,
+                 1e3 * (time.perf_counter() - t0))
+        return exe
+    STATS["misses"] += 1
+    exe = make(module.clone(), backend, options)
+    try:
+        from xlc.artifact import build_archive
+
+        data = build_archive(exe, backend, _module_signature(module), options,
+                             {"compile_s": time.perf_counter() - t0})
+        cache.put(key, data)
+        log.info("compile cache miss %s for %s: stored", key, module.name)
+    except (XlcError, OSError) as e:
+        log.warning("compile cache: not storing %s (%s)", module.name, e)
+    return exe
+
+
+__all__ = ["CompileCache", "CacheEntry", "STATS", "ArtifactError", "cache_key",
+           "cached_executable", "module_fingerprint", "target_description"]
