@@ -125,7 +125,7 @@ def test_demo_runs_and_matches_numpy():
 
 
 def test_help_on_every_verb():
-    for verb in ("hlo", "run", "demo"):
+    for verb in ("hlo", "run", "demo", "compile", "inspect", "cache", "viz"):
         r = xlc(verb, "--help")
         assert r.returncode == 0
         assert verb in r.stdout
@@ -138,3 +138,150 @@ def test_hlo_reads_stdin_is_not_a_file(tmp_path: Path, stage: str):
     r = xlc("hlo", str(d), "--stage", stage)
     assert r.returncode == 1
     assert "is a directory" in r.stderr
+
+
+# ---- compile / inspect / run .xlc / cache / viz ----------------------------------------------
+MEMORY_KEYS = {"parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes", "peak_bytes"}
+
+
+@requires_corpus
+def test_compile_inspect_and_run_an_xlc(tmp_path: Path):
+    art = tmp_path / "softmax.xlc"
+    r = xlc("compile", str(SOFTMAX / "module.hlo"), "-o", str(art), "--backend", "interpreter")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"wrote {art}: jit_softmax for interpreter")
+    r = xlc("inspect", str(art))
+    assert r.returncode == 0, r.stderr
+    assert "jit_softmax(f32[128,256]) -> f32[128,256]" in r.stdout
+    for key in MEMORY_KEYS:
+        assert key in r.stdout
+    assert "compile times:" in r.stdout and "fusion" in r.stdout
+    r = xlc("inspect", str(art), "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    data = json.loads(r.stdout)
+    assert set(data["memory"]) == MEMORY_KEYS
+    assert data["backend"] == "interpreter" and data["allocations"]
+    assert data["signature"]["inputs"] == [{"dtype": "f32", "shape": [128, 256], "weak": False}]
+    assert any(t["name"] == "fusion" for t in data["pass_timings"])
+    out = tmp_path / "out.npz"
+    r = xlc("run", str(art), "--inputs", str(SOFTMAX / "inputs.npz"), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    want = np.load(SOFTMAX / "outputs.npz")["out0"]
+    np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-4, atol=1e-6)
+    r = xlc("hlo", str(art))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("HloModule jit_softmax") and "is_scheduled=true" in r.stdout
+    r = xlc("hlo", str(art), "--memory-report")
+    assert "BufferAssignment" in r.stdout
+
+
+def test_compile_a_python_function(tmp_path: Path):
+    (tmp_path / "mymodel.py").write_text(
+        "import xlc.numpy as xnp\n\n"
+        "def predict(x, w, scale=1.0):\n"
+        "    return xnp.tanh(x @ w) * scale, x.sum()\n")
+    art = tmp_path / "p.xlc"
+    r = xlc("compile", "mymodel:predict", "--arg", "f32[4,8]", "--arg", "f32[8,2]",
+            "--static", "scale=3.0", "-o", str(art), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    x = np.linspace(0, 1, 32, dtype=np.float32).reshape(4, 8)
+    w = np.linspace(-1, 1, 16, dtype=np.float32).reshape(8, 2)
+    np.savez(tmp_path / "in.npz", in0=x, in1=w)
+    r = xlc("run", str(art), "--inputs", str(tmp_path / "in.npz"), "--output",
+            str(tmp_path / "o.npz"))
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "o.npz")
+    np.testing.assert_allclose(got["out0"], np.tanh(x @ w) * 3.0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["out1"], x.sum(), rtol=1e-5)
+    r = xlc("inspect", str(art))
+    assert "predict(x: f32[4,8], w: f32[8,2]) -> f32[4,2], f32[]" in r.stdout
+
+
+def test_compile_usage_and_user_errors(tmp_path: Path):
+    (tmp_path / "mm.py").write_text("def f(x):\n    return x\n")
+    r = xlc("compile", "mm:f", "--arg", "f32[8", "-o", str(tmp_path / "a.xlc"), cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "xlc compile: --arg expects a shape like f32[8,128], got 'f32[8'"
+    r = xlc("compile", "mm:nope", "--arg", "f32[8]", "-o", str(tmp_path / "a.xlc"), cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip() == "xlc compile: error: module 'mm' has no attribute 'nope'"
+    r = xlc("compile", "mm:f")
+    assert r.returncode == 2  # -o is required
+
+
+def test_run_a_damaged_xlc_is_one_line(tmp_path: Path):
+    bad = tmp_path / "bad.xlc"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    r = xlc("run", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"xlc run: error: {bad}: not a valid .xlc file (not a zip "
+                                "archive, or truncated)")
+    r = xlc("inspect", str(bad))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+
+
+def test_cache_verbs(tmp_path: Path):
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text("HloModule m\n\nENTRY main {\n  p = f32[4] parameter(0)\n"
+                   "  ROOT n = f32[4] negate(p)\n}\n")
+    np.savez(tmp_path / "in.npz", in0=np.ones(4, np.float32))
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        r = xlc("run", str(hlo), "--inputs", str(tmp_path / "in.npz"), "--cache-dir", str(cache))
+        assert r.returncode == 0, r.stderr
+    r = xlc("cache", "ls", "--cache-dir", str(cache))
+    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
+    assert r.stdout.strip().endswith("interpreter m")
+    r = xlc("cache", "info", "--cache-dir", str(cache))
+    assert "entries:   1" in r.stdout
+    r = xlc("cache", "clear", "--cache-dir", str(cache))
+    assert r.stdout.strip() == f"removed 1 entry from {cache}"
+    r = xlc("cache", "ls")
+    assert r.returncode == 1
+    assert "no compile cache directory: set XLC_CACHE_DIR or pass --cache-dir" in r.stderr
+
+
+@requires_corpus
+@pytest.mark.parametrize("suffix", [".dot", ".html"])
+def test_viz_writes_a_picture(tmp_path: Path, suffix: str):
+    out = tmp_path / f"graph{suffix}"
+    r = xlc("viz", str(SOFTMAX / "module.hlo"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert ("digraph" in text) if suffix == ".dot" else ("<html" in text and "timeline" in text)
+    r = xlc("viz", str(SOFTMAX / "module.hlo"), "-o", str(tmp_path / "graph.png"))
+    assert r.returncode == 2 and "name it .dot, .svg or .html" in r.stderr
+
+
+@requires_corpus
+def test_hlo_dump_writes_llvm_and_object_stages(tmp_path: Path):
+    dump = tmp_path / "d"
+    r = xlc("hlo", str(SOFTMAX / "module.hlo"), "--stage", "optimized", "--backend", "cpu",
+            "--dump-to", str(dump))
+    assert r.returncode == 0, r.stderr
+    names = {p.name for p in dump.iterdir()}
+    assert {"jit_softmax.ir-no-opt.ll", "jit_softmax.ir-with-opt.ll", "jit_softmax.o"} <= names
+    assert (dump / "jit_softmax.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def _cpu_registered() -> bool:
+    from xlc import api
+
+    return getattr(api.BACKENDS["cpu"], "__module__", "") != "xlc.api"
+
+
+@requires_corpus
+@pytest.mark.skipif(not _cpu_registered(), reason="the CPU backend is not registered in xlc.api")
+def test_compile_and_run_for_cpu(tmp_path: Path):
+    art = tmp_path / "softmax_cpu.xlc"
+    r = xlc("compile", str(SOFTMAX / "module.hlo"), "-o", str(art), "--backend", "cpu")
+    assert r.returncode == 0, r.stderr
+    r = xlc("inspect", str(art))
+    assert "backend: cpu" in r.stdout and "code/entry.o" in r.stdout
+    out = tmp_path / "out.npz"
+    r = xlc("run", str(art), "--inputs", str(SOFTMAX / "inputs.npz"), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    want = np.load(SOFTMAX / "outputs.npz")["out0"]
+    np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-4, atol=1e-6)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
 import sys
 import threading
@@ -92,7 +93,9 @@ def main() -> None:
     dt = np.float32 if args.dtype == "f32" else np.float64
     rng = np.random.default_rng(0)
     blas = _OpenBlas()
-    print(f"numpy OpenBLAS core: {blas.corename}; times are medians (best in brackets)")
+    env = {k: os.environ.get(k, "-") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")}
+    print(f"numpy OpenBLAS core: {blas.corename} ({env}); load average "
+          f"{os.getloadavg()[0]:.2f}; GFLOP/s from median times (best in brackets)")
     print(f"{'n':>5} {'thr':>3} {'xlc GF/s (best)':>15} {'numpy GF/s (best)':>17} {'ratio':>6} "
           f"{'compile ms':>10} {'max rel err':>11}")
     for n in args.sizes:
@@ -117,7 +120,8 @@ def main() -> None:
             bx, bn = flops / tx[1] / 1e9, flops / tn[1] / 1e9
             print(f"{n:>5} {nt:>3} {gx:>7.1f} ({bx:>5.1f}) {gn:>7.1f} ({bn:>5.1f}){note or ' '}"
                   f" {gx / gn:>6.2f} {ctime:>10.1f} {err:>11.2e}", flush=True)
-    print("* numpy ran with its default thread count (OpenBLAS thread control not found)")
+    if blas.set is None:
+        print("* numpy ran with its default thread count (OpenBLAS thread control not found)")
 
 
 if __name__ == "__main__":

@@ -48,9 +48,9 @@ from xlc.artifact_manifest import (
     Signature,
     SliceInfo,
     TargetInfo,
-    TensorSpec,
     aval_to_spec,
     parse_manifest,
+    shape_to_spec,
     spec_to_aval,
     tree_from_json,
     tree_to_json,
@@ -98,6 +98,7 @@ class _Alloc:
 
     @property
     def is_preallocated_temp(self) -> bool:
+        """Whether this is a temp allocation (the runtime allocates it once)."""
         return self.kind == "temp"
 
 
@@ -109,6 +110,7 @@ class _Slice:
 
     @property
     def index(self) -> int:
+        """The allocation's index in the buffer table."""
         return self.allocation.index
 
 
@@ -136,25 +138,45 @@ class StoredAssignment:
         self._stats = dict(manifest.memory_stats)
         self._report = report
         self._json = report_json
+        # (computation, instruction, index) -> slice, for every buffer the report lists
+        self._defined: dict[tuple[str, str, ShapeIndex], _Slice] = {}
+        for a in report_json.get("allocations", []):
+            alloc = by_index.get(a.get("index"))
+            if alloc is None:
+                continue
+            for b in a.get("assigned", []):
+                key = (b["computation"], b["instruction"], tuple(b["shape_index"]))
+                self._defined[key] = _Slice(alloc, b["offset"], b["size"])
 
     def slice_of(self, inst: HloInstruction, index: ShapeIndex = ()) -> _Slice:
-        """The slice of a leaf of the entry root (the only slices a loaded runtime needs)."""
+        """The slice holding `inst` at `index`: the recorded output slices for the entry root,
+        otherwise the slice of the buffer `inst` defines there. ArtifactError when the stored
+        assignment has neither."""
         entry = self.module.entry
-        if entry is None or inst is not entry.root or tuple(index) not in self._root_slices:
+        index = tuple(index)
+        if entry is not None and inst is entry.root and index in self._root_slices:
+            return self._root_slices[index]
+        comp = next((c.name for c in self.module.computations if inst in c.instructions), "")
+        found = self._defined.get((comp, inst.name, index))
+        if found is None:
             raise ArtifactError(f"the stored buffer assignment has no slice for "
                                 f"{inst.name}{list(index)}")
-        return self._root_slices[tuple(index)]
+        return found
 
     def temp_allocations(self) -> list[_Alloc]:
+        """The temp allocations, in index order."""
         return [a for a in self.allocations if a.is_preallocated_temp]
 
     def stats(self) -> dict[str, int]:
+        """The stored memory stats (parameter/output/temp/constant/peak bytes, ...)."""
         return dict(self._stats)
 
     def report(self) -> str:
+        """The stored buffer-assignment report text."""
         return self._report
 
     def to_json(self) -> dict[str, Any]:
+        """The stored JSON form of the assignment (allocations with their buffers)."""
         return self._json
 
 
@@ -176,9 +198,11 @@ class StoredOptimized:
         self.seconds = sum(t.seconds for t in timings)
 
     def memory_stats(self) -> dict[str, int]:
+        """The stored memory stats."""
         return self.assignment.stats()
 
     def timing_report(self) -> str:
+        """Per-pass compile times of the original compile, as text."""
         lines = [f"{t.name:<32} {1e3 * t.seconds:9.2f} ms" for t in self.timings]
         lines.append(f"{'total':<32} {1e3 * self.seconds:9.2f} ms")
         return "\n".join(lines)
@@ -193,6 +217,7 @@ class StoredExecutable:
         self.manifest = manifest
 
     def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        """Run on flat, checked arguments; flat outputs."""
         return self.runner.run(flat_args)
 
 
@@ -203,6 +228,7 @@ class _Interpreted:
         self.module = module
 
     def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
+        """Run on flat, checked arguments; flat outputs."""
         from xlc.hlo.evaluator import evaluate
 
         assert self.module.entry is not None and self.module.entry.root is not None
@@ -215,6 +241,9 @@ def _parts(exe: Any) -> tuple[HloModule, Any, list[PassTime]]:
     opt = getattr(exe, "optimized", None)
     if opt is not None and hasattr(opt, "assignment"):
         timings = [PassTime(name=t.name, seconds=float(t.seconds)) for t in opt.timings]
+        extra = getattr(exe, "timings", None)  # backend stages (emission, LLVM, ...)
+        if isinstance(extra, dict):
+            timings += [PassTime(name=k, seconds=float(v)) for k, v in extra.items()]
         return opt.module, opt.assignment, timings
     if hasattr(exe, "module") and hasattr(exe, "assignment"):
         raw = getattr(exe, "timings", {}) or {}
@@ -273,7 +302,7 @@ def build_archive(exe: Any, backend: str, signature: Signature,
     module, assignment, timings = _parts(exe)
     packed = PackedCode()
     if backend in _CODE_IO:
-        packed = _code_io(backend).pack(exe)
+        packed = _code_io(backend, None).pack(exe)
     slices, schedule, constants = _entry_tables(module, assignment)
     stats = {k: int(v) for k, v in dict(assignment.stats()).items()}
     members: dict[str, bytes] = {
@@ -311,8 +340,7 @@ def signature_of(compiled: Compiled) -> Signature:
     """The pytree signature of a `Compiled` (None in_tree for HLO-compiled executables)."""
     module = compiled.module
     assert module.entry is not None and module.entry.root is not None
-    outs = [TensorSpec(dtype=s.element_type.text, shape=list(s.dims))
-            for _i, s in module.entry.root.shape.leaves()]
+    outs = [o for _i, s in module.entry.root.shape.leaves() if (o := shape_to_spec(s))]
     return Signature(
         name=compiled.name, arg_names=list(compiled.arg_names),
         in_tree=tree_to_json(compiled.in_tree) if compiled.in_tree is not None else None,
@@ -397,14 +425,44 @@ def read_archive(data: bytes, where: str) -> Archive:
     return Archive(manifest, members, data, where)
 
 
-def _code_io(backend: str) -> Any:
+def _code_io(backend: str, where: str | None) -> Any:
+    """The pack/unpack module of `backend`; `where` names the file being loaded (None when
+    serializing)."""
     mod = _CODE_IO.get(backend)
-    if mod is None:
-        raise ArtifactError(f"no code loader for backend '{backend}'")
     try:
+        if mod is None:
+            raise ImportError(backend)
         return importlib.import_module(mod)
     except ImportError:
-        raise ArtifactError(f"this xlc has no '{backend}' backend to run the file") from None
+        if where is None:
+            raise ArtifactError(f"serializing '{backend}' executables is not supported by "
+                                "this xlc") from None
+        raise ArtifactError(f"{where}: this xlc cannot load '{backend}' executables") from None
+
+
+def select_gpu_code(manifest: Manifest, members: dict[str, bytes], device_cc: int,
+                    where: str) -> tuple[str, bytes]:
+    """("cubin" | "ptx", bytes) a GPU of compute capability `device_cc` (e.g. 86) can run.
+
+    The cubin is used when it is binary compatible (same major version, minor not newer than
+    the device's); otherwise the PTX, which the driver JIT-compiles for any device at least as
+    new as its target. ArtifactError when neither fits (the GPU is older than the code)."""
+    from xlc.artifact_manifest import CUBIN_MEMBER, PTX_MEMBER
+
+    cc = manifest.target.gpu_compute_capability
+    if cc is None:
+        raise ArtifactError(f"{where}: the manifest names no GPU compute capability")
+    if CUBIN_MEMBER in members and device_cc // 10 == cc // 10 and device_cc % 10 >= cc % 10:
+        return "cubin", members[CUBIN_MEMBER]
+    if PTX_MEMBER in members and device_cc >= cc:
+        if CUBIN_MEMBER in members:
+            log.info("%s: cubin for sm_%d does not run on sm_%d; using the PTX", where, cc,
+                     device_cc)
+        return "ptx", members[PTX_MEMBER]
+    have = " and ".join(k for k, n in (("cubin", CUBIN_MEMBER), ("PTX", PTX_MEMBER))
+                        if n in members) or "no GPU code"
+    raise ArtifactError(f"{where}: this GPU (sm_{device_cc}) cannot run the code: the file "
+                        f"holds {have} for sm_{cc}; recompile it for this GPU")
 
 
 def executable_from_archive(archive: Archive) -> StoredExecutable:
@@ -426,7 +484,8 @@ def executable_from_archive(archive: Archive) -> StoredExecutable:
     if m.backend == "interpreter":
         runner: Any = _Interpreted(module)
     else:
-        runner = _code_io(m.backend).unpack(m, archive.members, module, assignment, where)
+        runner = _code_io(m.backend, where).unpack(m, archive.members, module, assignment,
+                                                   where)
     return StoredExecutable(runner, optimized, m)
 
 

@@ -27,6 +27,8 @@ REPORT_MEMBER = "buffer_assignment.txt"
 ASSIGNMENT_MEMBER = "buffer_assignment.json"
 MEMORY_MEMBER = "memory.json"
 OBJECT_MEMBER = "code/entry.o"
+PTX_MEMBER = "code/kernels.ptx"
+CUBIN_MEMBER = "code/kernels.cubin"
 
 
 class _Model(BaseModel):
@@ -52,6 +54,7 @@ class TensorSpec(_Model):
     weak: bool = False
 
     def text(self) -> str:
+        """The HLO spelling, e.g. f32[8,128]."""
         return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
 
 
@@ -127,6 +130,7 @@ class MemberInfo(_Model):
 
 
 class PassTime(_Model):
+    """Wall time of one pass or backend stage of the original compile."""
     name: str
     seconds: float
 
@@ -134,7 +138,7 @@ class PassTime(_Model):
 class Manifest(_Model):
     """The complete description of an `.xlc` archive (see the module docstring)."""
 
-    format: Literal["xlc-executable"] = FORMAT
+    format: Literal["xlc-executable"] = "xlc-executable"
     format_version: int = FORMAT_VERSION
     xlc_version: str
     backend: str
@@ -218,6 +222,13 @@ def _key_from_json(item: list[Any]) -> Any:
     if conv is None:
         raise ArtifactError(f"manifest: bad pytree key type {tname!r}")
     return conv(value)
+
+
+def shape_to_spec(shape: Any) -> TensorSpec | None:
+    """An array `Shape` as a TensorSpec (None for a tuple shape)."""
+    if not shape.is_array or shape.element_type is None:
+        return None
+    return TensorSpec(dtype=shape.element_type.text, shape=list(shape.dims))
 
 
 def aval_to_spec(aval: Any) -> TensorSpec | None:

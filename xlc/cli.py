@@ -1,138 +1,125 @@
-"""The `xlc` console script: `hlo`, `run`, `demo` (more verbs arrive with later features).
+"""The `xlc` console script: `hlo`, `run`, `compile`, `inspect`, `cache`, `viz`, `demo`.
 
 Exit codes: 0 success; 1 user error (one line on stderr, no traceback unless --debug); 2 usage.
+The verbs themselves live in cli_commands.py; this module only builds the argument parser and
+maps errors to exit codes.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
-import numpy as np
-
-from xlc.errors import ArgumentError, ParseError, XlcError
+from xlc.cli_commands import (
+    UsageError,
+    cmd_cache,
+    cmd_compile,
+    cmd_demo,
+    cmd_hlo,
+    cmd_inspect,
+    cmd_run,
+    cmd_viz,
+)
+from xlc.errors import ParseError, XlcError
 
 log = logging.getLogger("xlc.cli")
 
-
-class UsageError(XlcError):
-    """Bad command-line usage detected after argparse (exit code 2)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------------------------
-def _read_text(path: str) -> str:
-    p = Path(path)
-    if not p.exists():
-        raise ArgumentError(f"{path}: no such file")
-    if p.is_dir():
-        raise ArgumentError(f"{path}: is a directory, expected an HLO text file")
-    try:
-        return p.read_text()
-    except UnicodeDecodeError:
-        raise ArgumentError(f"{path}: not a text file (expected HLO text)") from None
-
-
-def _load_module(path: str, verify: bool = True):
-    from xlc.hlo.parser import parse_module
-    from xlc.hlo.verifier import verify_module
-
-    module = parse_module(_read_text(path), filename=path)
-    if verify:
-        verify_module(module)
-    return module
-
-
-def _load_inputs(path: str | None, n_params: int) -> list[np.ndarray]:
-    if path is None:
-        if n_params:
-            raise ArgumentError(f"the module takes {n_params} parameter(s): pass --inputs in.npz "
-                                f"with keys in0..in{n_params - 1}")
-        return []
-    if not Path(path).exists():
-        raise ArgumentError(f"{path}: no such file")
-    try:
-        z = np.load(path)
-    except Exception as e:  # numpy raises several unrelated types for bad files
-        raise ArgumentError(f"{path}: not a readable .npz file ({e})") from None
-    with z:
-        keys = set(z.files)
-        missing = [f"in{i}" for i in range(n_params) if f"in{i}" not in keys]
-        if missing:
-            raise ArgumentError(f"{path}: missing input key(s) {', '.join(missing)} "
-                                f"(the module takes {n_params} parameter(s), keys in0..)")
-        extra = sorted(keys - {f"in{i}" for i in range(n_params)})
-        if extra:
-            raise ArgumentError(f"{path}: unexpected key(s) {', '.join(extra)}; the module takes "
-                                f"{n_params} parameter(s) (keys in0..in{n_params - 1})")
-        return [z[f"in{i}"] for i in range(n_params)]
-
-
-def _flatten(result: object) -> list[np.ndarray]:
-    if isinstance(result, (tuple, list)):
-        out: list[np.ndarray] = []
-        for r in result:
-            out.extend(_flatten(r))
-        return out
-    return [np.asarray(result)]
-
-
-# ---------------------------------------------------------------------------------------------
-# verbs
-# ---------------------------------------------------------------------------------------------
-def cmd_hlo(args: argparse.Namespace) -> int:
-    """Parse, verify and print an HLO file (optionally after the optimization pipeline)."""
-    from xlc.hlo.printer import print_module
-
-    module = _load_module(args.input)
-    if args.stage == "optimized" or args.memory_report:
-        from xlc.api import optimize_module
-
-        overrides = {}
-        if args.dump_to:
-            overrides["dump_to"] = args.dump_to
-        if args.dump_pass_re:
-            overrides["dump_pass_re"] = args.dump_pass_re
-        result = optimize_module(module, backend=args.backend, **overrides)
-        module = result.module
-        if args.memory_report:
-            sys.stdout.write(result.assignment.report() + "\n")
-            return 0
-    sys.stdout.write(print_module(module) + "\n")
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run an HLO file on inputs from an .npz; write outputs out0.. to an .npz."""
-    import xlc
-
-    module = _load_module(args.input)
-    assert module.entry is not None
-    inputs = _load_inputs(args.inputs, len(module.entry.parameters))
-    compiled = xlc.compile(module, backend=args.backend)
-    outputs = _flatten(compiled(*inputs))
-    if args.output:
-        np.savez(args.output, **{f"out{i}": o for i, o in enumerate(outputs)})
-    else:
-        for i, o in enumerate(outputs):
-            sys.stdout.write(f"out{i}: {o.dtype}{list(o.shape)}\n{o}\n")
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Trace, compile and run the embedded demo model; print HLO, results and stats."""
-    from xlc.demo import run_demo
-
-    return run_demo(sys.stdout, backend=args.backend, show_hlo=not args.quiet)
-
-
-# ---------------------------------------------------------------------------------------------
-# argument parsing
-# ---------------------------------------------------------------------------------------------
 BACKENDS = ("interpreter", "cpu", "gpu")
+
+__all__ = ["BACKENDS", "UsageError", "build_parser", "main"]
+
+
+def _add_hlo(sub: argparse._SubParsersAction) -> None:
+    h = sub.add_parser("hlo", help="parse, verify and print an HLO text file",
+                       description="Parse, verify and print an HLO text file, as parsed or "
+                       "after a backend's pass pipeline, with optional per-pass dumps.")
+    h.add_argument("input", help="an .hlo text file (XLA/JAX HLO text), or an .xlc file "
+                   "(prints its stored optimized HLO)")
+    h.add_argument("--stage", choices=("raw", "optimized"), default="raw",
+                   help="print the module as parsed (raw) or after the pass pipeline")
+    h.add_argument("--backend", choices=BACKENDS, default="cpu",
+                   help="backend whose pipeline --stage optimized runs (default cpu)")
+    h.add_argument("--dump-to", "--dump-dir", dest="dump_to", metavar="DIR",
+                   help="write per-pass dumps into DIR (CPU: also .ll and .o stages)")
+    h.add_argument("--dump-pass-re", metavar="REGEX", help="dump after passes matching REGEX")
+    h.add_argument("--memory-report", action="store_true",
+                   help="print the buffer-assignment report instead of the HLO")
+    h.set_defaults(func=cmd_hlo)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="run an HLO file or .xlc executable on inputs from an .npz",
+                       description="Run an .hlo file (compiled now) or an .xlc executable "
+                       "(loaded, not recompiled). Inputs: keys in0, in1, ... in parameter "
+                       "order; outputs: out0, out1, ... (tuple results flattened).")
+    r.add_argument("input", help="an .hlo text file or an .xlc executable")
+    r.add_argument("--inputs", metavar="IN.npz", help="inputs, keys in0, in1, ... in order")
+    r.add_argument("--output", metavar="OUT.npz", help="write outputs out0, out1, ... here")
+    r.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="backend for .hlo input (default interpreter)")
+    r.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
+    r.set_defaults(func=cmd_run)
+
+
+def _add_compile(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("compile", help="compile to a serialized executable (.xlc)",
+                       description="Compile an .hlo file, or a Python function given as "
+                       "module:function with one --arg shape per positional argument, into an "
+                       ".xlc file that `xlc run` and `xlc.load` execute without recompiling.")
+    c.add_argument("input", help="an .hlo file or module:function (e.g. mymodel:predict)")
+    c.add_argument("-o", "--output", required=True, metavar="OUT.xlc", help="the file to write")
+    c.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="target backend (default: XLC_FLAGS --backend, else interpreter)")
+    c.add_argument("--arg", action="append", metavar="SHAPE",
+                   help="shape of the next positional argument, e.g. f32[8,128] (repeat)")
+    c.add_argument("--static", action="append", metavar="NAME=VALUE",
+                   help="a static keyword argument (Python literal or string; repeat)")
+    c.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
+    c.set_defaults(func=cmd_compile)
+
+
+def _add_inspect(sub: argparse._SubParsersAction) -> None:
+    i = sub.add_parser("inspect", help="show what an .xlc file holds",
+                       description="Print an .xlc file's manifest: target, signature, memory "
+                       "stats (parameter_bytes, output_bytes, temp_bytes, constant_bytes, "
+                       "peak_bytes), allocations, schedule and per-pass compile times. "
+                       "Checksums are verified; no code is loaded.")
+    i.add_argument("input", help="an .xlc file")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.set_defaults(func=cmd_inspect)
+
+
+def _add_cache(sub: argparse._SubParsersAction) -> None:
+    k = sub.add_parser("cache", help="list, clear or describe the persistent compile cache",
+                       description="The persistent compile cache (XLC_CACHE_DIR or --cache-dir).")
+    k.add_argument("action", choices=("ls", "clear", "info"), help="what to do")
+    k.add_argument("--cache-dir", metavar="DIR", help="the cache directory (default "
+                   "XLC_CACHE_DIR)")
+    k.set_defaults(func=cmd_cache)
+
+
+def _add_viz(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("viz", help="draw the HLO graph (and memory timeline)",
+                       description="Write the graph of an .hlo or .xlc file as Graphviz DOT, "
+                       "SVG (needs graphviz's dot) or a self-contained HTML page with the "
+                       "memory timeline; the format comes from the -o suffix.")
+    v.add_argument("input", help="an .hlo text file or an .xlc executable")
+    v.add_argument("-o", "--output", required=True, metavar="GRAPH",
+                   help="graph.dot, graph.svg or graph.html")
+    v.add_argument("--stage", choices=("raw", "optimized"), default="optimized",
+                   help="for .hlo input: draw the parsed or the optimized module")
+    v.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="pipeline for --stage optimized (default cpu)")
+    v.set_defaults(func=cmd_viz)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser("demo", help="compile and run the embedded demo model",
+                       description="Trace, compile and run a small MLP; compare with numpy.")
+    d.add_argument("--backend", choices=BACKENDS, default=None)
+    d.add_argument("--quiet", action="store_true", help="don't print the HLO")
+    d.set_defaults(func=cmd_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,30 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
-
-    h = sub.add_parser("hlo", help="parse, verify and print an HLO text file")
-    h.add_argument("input", help="an .hlo text file (XLA/JAX HLO text)")
-    h.add_argument("--stage", choices=("raw", "optimized"), default="raw",
-                   help="print the module as parsed (raw) or after the pass pipeline")
-    h.add_argument("--backend", choices=BACKENDS, default="cpu",
-                   help="backend whose pipeline --stage optimized runs (default cpu)")
-    h.add_argument("--dump-to", metavar="DIR", help="write per-pass dumps into DIR")
-    h.add_argument("--dump-pass-re", metavar="REGEX", help="dump after passes matching REGEX")
-    h.add_argument("--memory-report", action="store_true",
-                   help="print the buffer-assignment report instead of the HLO")
-    h.set_defaults(func=cmd_hlo)
-
-    r = sub.add_parser("run", help="run an HLO file on inputs from an .npz")
-    r.add_argument("input", help="an .hlo text file")
-    r.add_argument("--inputs", metavar="IN.npz", help="inputs, keys in0, in1, ... in order")
-    r.add_argument("--output", metavar="OUT.npz", help="write outputs out0, out1, ... here")
-    r.add_argument("--backend", choices=BACKENDS, default="interpreter")
-    r.set_defaults(func=cmd_run)
-
-    d = sub.add_parser("demo", help="compile and run the embedded demo model")
-    d.add_argument("--backend", choices=BACKENDS, default=None)
-    d.add_argument("--quiet", action="store_true", help="don't print the HLO")
-    d.set_defaults(func=cmd_demo)
+    for add in (_add_hlo, _add_run, _add_compile, _add_inspect, _add_cache, _add_viz, _add_demo):
+        add(sub)
     return p
 
 
@@ -197,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
+    except OSError as e:  # unwritable output, full disk, ...
+        if args.debug:
+            raise
+        sys.stderr.write(f"xlc {args.verb}: error: {e}\n")
+        return 1
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xlc.errors import ArtifactError, XlcError
+from xlc.errors import XlcError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions
 
@@ -92,6 +92,7 @@ class CompileCache:
         self.dir = Path(directory).expanduser()
 
     def path_of(self, key: str) -> Path:
+        """The file of entry `key`."""
         return self.dir / f"{key}{SUFFIX}"
 
     def get(self, key: str) -> Any | None:
@@ -126,7 +127,7 @@ class CompileCache:
 
     def entries(self) -> list[CacheEntry]:
         """Every entry, oldest first, with its module name and backend when readable."""
-        out = []
+        out: list[CacheEntry] = []
         if not self.dir.is_dir():
             return out
         for p in self.dir.glob(f"*{SUFFIX}"):
@@ -168,16 +169,14 @@ class CompileCache:
 
 def _module_signature(module: HloModule) -> Any:
     from xlc.api import _shape_tree
-    from xlc.artifact_manifest import Signature, TensorSpec, tree_to_json
+    from xlc.artifact_manifest import Signature, shape_to_spec, tree_to_json
 
     entry = module.entry
     assert entry is not None and entry.root is not None
-    ins = [TensorSpec(dtype=p.shape.element_type.text, shape=list(p.shape.dims))
-           if p.shape.is_array else None for p in entry.parameters]
-    outs = [TensorSpec(dtype=s.element_type.text, shape=list(s.dims))
-            for _i, s in entry.root.shape.leaves()]
+    ins = [shape_to_spec(p.shape) for p in entry.parameters]
+    outs = [shape_to_spec(s) for _i, s in entry.root.shape.leaves()]
     return Signature(name=module.name, out_tree=tree_to_json(_shape_tree(entry.root.shape)),
-                     inputs=ins, outputs=outs)
+                     inputs=ins, outputs=[o for o in outs if o is not None])
 
 
 def cached_executable(module: HloModule, backend: str, options: CompileOptions,
@@ -209,5 +208,5 @@ def cached_executable(module: HloModule, backend: str, options: CompileOptions,
     return exe
 
 
-__all__ = ["CompileCache", "CacheEntry", "STATS", "ArtifactError", "cache_key",
+__all__ = ["CompileCache", "CacheEntry", "STATS", "cache_key",
            "cached_executable", "module_fingerprint", "target_description"]

@@ -108,3 +108,47 @@ ENTRY e {
   ROOT m = f32[5,6] map(w, y), dimensions={0,1}, to_apply=sq
 }"""
     check(text, rand(9, 12), rand(5, 6, seed=7))
+
+
+@pytest.mark.parametrize("body,args", [
+    ("  a = f32[3] parameter(0)\n  ROOT r = f32[3] copy(a)", [rand(3)]),
+    ("  a = f32[3] parameter(0)\n  ROOT r = (f32[3], f32[3]) tuple(a, a)", [rand(3)]),
+    ("  a = f32[3] parameter(0)\n  ROOT c = f32[2] constant({1.5, -2})", [rand(3)]),
+    ("  a = f32[3] parameter(0)\n  n = f32[3] negate(a)\n  ROOT r = (f32[3], f32[3]) "
+     "tuple(n, n)", [rand(3)]),
+    ("  a = f32[0,4] parameter(0)\n  ROOT r = f32[0,4] negate(a)",
+     [np.zeros((0, 4), np.float32)]),
+    ("  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = pred[] compare(a, b), "
+     "direction=GT", [np.int32(3), np.int32(2)]),
+    ("  a = f32[3] parameter(0)\n  ROOT r = f32[3] parameter(1)", [rand(3), rand(3, seed=4)]),
+])
+def test_entry_edge_cases(body: str, args: list) -> None:
+    check("HloModule m\nENTRY e {\n" + body + "\n}", *args)
+
+
+def test_threaded_kernels_use_pthreads() -> None:
+    from xlc.backend_cpu.parallel import host_threads
+
+    text = """HloModule m
+ENTRY e {
+  x = f32[1024,1024] parameter(0)
+  ROOT t = f32[1024,1024] tanh(x)
+}"""
+    exe = compile_cpu(parse_module(text))
+    assert ("pthread_create" in exe.llvm_ir) == (host_threads() > 1)
+    x = rand(1024, 1024)
+    np.testing.assert_allclose(exe.run([x])[0], np.tanh(x), rtol=1e-5, atol=1e-6)
+
+
+def test_large_outputs_use_nontemporal_stores() -> None:
+    text = """HloModule m
+ENTRY e {
+  x = f32[2048,1024] parameter(0)
+  y = f32[2048,1024] parameter(1)
+  s = f32[2048,1024] subtract(x, y)
+  ROOT t = f32[2048,1024] tanh(s)
+}"""
+    exe = compile_cpu(parse_module(text))
+    assert "!nontemporal" in exe.llvm_ir
+    x, y = rand(2048, 1024), rand(2048, 1024, seed=1)
+    np.testing.assert_allclose(exe.run([x, y])[0], np.tanh(x - y), rtol=1e-5, atol=1e-6)

@@ -319,7 +319,8 @@ def test_gather_rows() -> None:
 ENTRY e {
   t = f32[10,4] parameter(0)
   i = s32[6,1] parameter(1)
-  ROOT g = f32[6,4] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+  ROOT g = f32[6,4] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, """ \
+        """start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
 }"""
     check(text, rand(10, 4), np.array([[0], [3], [9], [12], [-1], [5]], dtype=np.int32))
 
@@ -335,7 +336,99 @@ ENTRY e {
   t = f32[10,4] parameter(0)
   i = s32[5,1] parameter(1)
   u = f32[5,4] parameter(2)
-  ROOT s = f32[10,4] scatter(t, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  ROOT s = f32[10,4] scatter(t, i, u), update_window_dims={1}, inserted_window_dims={0}, """ \
+        """scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 }"""
     check(text, rand(10, 4), np.array([[0], [3], [3], [12], [9]], dtype=np.int32),
           rand(5, 4, seed=9))
+
+
+def test_matmul_kernel_tails_batch_threads_and_f64() -> None:
+    # M % 6 != 0, N % 64 != 0, K > KC, batch 2, enough flops to use the threaded path
+    dims = ("lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+            "rhs_contracting_dims={1}")
+    check(_dot_text((2, 130, 333), (2, 333, 200), dims, "f32[2,130,200]"),
+          rand(2, 130, 333), rand(2, 333, 200, seed=6), rtol=1e-4, atol=1e-3)
+    plain = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    check(_dot_text((13, 40), (40, 70), plain, "f64[13,70]", "f64"),
+          rand(13, 40, dtype="float64"), rand(40, 70, seed=8, dtype="float64"),
+          rtol=1e-12, atol=1e-12)
+
+
+def test_threaded_loop_and_row_reduction() -> None:
+    text = f"""HloModule m
+{ADD_F32}
+ENTRY e {{
+  x = f32[1030,600] parameter(0)
+  t = f32[1030,600] tanh(x)
+  z = f32[] constant(0)
+  s = f32[1030] reduce(t, z), dimensions={{1}}, to_apply=add_f32
+  c = f32[600] reduce(t, z), dimensions={{0}}, to_apply=add_f32
+  ROOT o = (f32[1030,600], f32[1030], f32[600]) tuple(t, s, c)
+}}"""
+    check(text, rand(1030, 600), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("n", [49, 1000])
+def test_long_sort_is_stable_merge_sort(n: int) -> None:
+    text = f"""HloModule m
+cmp {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction=GT
+}}
+ENTRY e {{
+  x = f32[3,{n}] parameter(0)
+  i = s32[3,{n}] iota(), iota_dimension=1
+  ROOT s = (f32[3,{n}], s32[3,{n}]) sort(x, i), dimensions={{1}}, is_stable=true, to_apply=cmp
+}}"""
+    x = np.round(rand(3, n) * 3).astype(np.float32)  # many ties
+    check(text, x)
+
+
+def test_long_sort_along_major_dimension() -> None:
+    text = """HloModule m
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = s32[100,7] parameter(0)
+  ROOT s = s32[100,7] sort(x), dimensions={0}, to_apply=cmp
+}"""
+    check(text, np.random.default_rng(1).integers(0, 20, (100, 7)).astype(np.int32))
+
+
+def test_complex_elementwise_bf16_reduce_f16_dot() -> None:
+    import ml_dtypes
+
+    text = """HloModule m
+ENTRY e {
+  a = c64[8] parameter(0)
+  b = c64[8] parameter(1)
+  m = c64[8] multiply(a, b)
+  s = c64[8] add(m, a)
+  r = f32[8] real(s)
+  ROOT t = (c64[8], f32[8]) tuple(s, r)
+}"""
+    a = (rand(8) + 1j * rand(8, seed=2)).astype(np.complex64)
+    b = (rand(8, seed=3) + 1j * rand(8, seed=4)).astype(np.complex64)
+    check(text, a, b)
+    text = """HloModule m
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  z = bf16[] constant(0)
+  ROOT r = bf16[4] reduce(x, z), dimensions={1}, to_apply=add
+}"""
+    check(text, rand(4, 64).astype(ml_dtypes.bfloat16), rtol=2e-2, atol=5e-2)
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    check(_dot_text((4, 64), (64, 8), dims, "f16[4,8]", "f16"), rand(4, 64).astype(np.float16),
+          rand(64, 8, seed=1).astype(np.float16), rtol=1e-2, atol=1e-2)

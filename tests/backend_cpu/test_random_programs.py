@@ -61,3 +61,43 @@ def test_random_elementwise_program_matches_evaluator(prog: tuple) -> None:
     # chains of transcendentals amplify last-ulp differences (e.g. sine(exp(x)) near 50)
     tol = {"f16": 2e-3, "bf16": 2e-2}.get(ty, 2e-4)
     check(text, *args, rtol=tol, atol=tol)
+
+
+@st.composite
+def reduce_programs(draw: st.DrawFn) -> tuple[str, list[np.ndarray], str]:
+    ty = draw(st.sampled_from(["f32", "f64", "s32", "s64", "u8"]))
+    dims = draw(st.lists(st.integers(1, 12), min_size=1, max_size=3))
+    rdims = sorted(draw(st.sets(st.integers(0, len(dims) - 1), min_size=1)))
+    kept = [d for d in range(len(dims)) if d not in rdims]
+    op = draw(st.sampled_from(["add", "maximum", "minimum", "multiply"]))
+    init = {"add": "0", "multiply": "1", "maximum": "-inf" if ty[0] == "f" else "-100",
+            "minimum": "inf" if ty[0] == "f" else "100"}[op]
+    if ty == "u8" and op in ("maximum", "minimum"):
+        init = "0" if op == "maximum" else "255"
+    shape = f"{ty}[{','.join(map(str, dims))}]"
+    out = f"{ty}[{','.join(str(dims[d]) for d in kept)}]"
+    text = f"""HloModule rr
+red {{
+  a = {ty}[] parameter(0)
+  b = {ty}[] parameter(1)
+  ROOT r = {ty}[] {op}(a, b)
+}}
+ENTRY e {{
+  x = {shape} parameter(0)
+  n = {shape} negate(x)
+  i = {ty}[] constant({init})
+  ROOT r = {out} reduce(n, i), dimensions={{{','.join(map(str, rdims))}}}, to_apply=red
+}}"""
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    if ty[0] == "f":
+        x = rng.uniform(0.5, 1.5, dims).astype(DTYPES[ty])
+    else:
+        x = rng.integers(0, 4, dims).astype(DTYPES[ty])
+    return text, [x], ty
+
+
+@settings(max_examples=25, deadline=None)
+@given(reduce_programs())
+def test_random_reduce_program_matches_evaluator(prog: tuple) -> None:
+    text, args, ty = prog
+    check(text, *args, rtol=1e-4, atol=1e-4)

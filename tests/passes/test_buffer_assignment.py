@@ -235,6 +235,9 @@ def test_report_and_json() -> None:
     assert [a["kind"] for a in js["allocations"]] == ["parameter", "output", "temp"]
     assert js["allocations"][2]["heap_algorithm"] in ("spatial", "temporal")
     assert js["stats"]["temp_bytes"] == 80
+    assert js["timeline"] == ["param", "negate", "exp", "add"]
+    exp = next(b for a in js["allocations"] for b in a["assigned"] if b["instruction"] == "exp")
+    assert exp["live"] == [[2, 3]] and exp["shape"] == "f32[4]{0}"
 
 
 def test_default_ordering_schedules_without_touching_the_module() -> None:

@@ -218,3 +218,39 @@ def test_classic_buffers_and_live_out() -> None:
     p = df.defined_at(d["param"])
     assert p is not None
     assert sorted(u.user.name for u in df.uses(p)) == ["exp", "negate"]
+
+
+DECLARED = """
+HloModule declared
+
+add_f32 {
+  l = f32[] parameter(0)
+  r = f32[] parameter(1)
+  ROOT s = f32[] add(l, r)
+}
+
+ENTRY main {
+  x = f32[8]{0} parameter(0)
+  y = f32[8]{0} negate(x)
+  idx = s32[2,1]{1,0} parameter(1)
+  upd = f32[2]{0} parameter(2)
+  sc = f32[8]{0} scatter(y, idx, upd), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32
+  z = f32[8]{0} exponential(sc)
+  cc = f32[8]{0} custom-call(z), custom_call_target="foo", output_to_operand_aliasing={{}: (0, {})}
+  ROOT r = f32[8]{0} add(cc, x)
+}
+"""
+
+
+def test_scatter_and_declared_output_to_operand_aliasing() -> None:
+    m = parse_module(DECLARED, verify=True)
+    df = DataflowAnalysis(m)
+    e = m.entry
+    sc, cc = e.instruction("sc"), e.instruction("cc")
+    assert in_place_pairs(sc) == [(0, (), ())]
+    assert in_place_pairs(cc) == [(0, (), ())]
+    y, s, z, c = (df.defined_at(e.instruction(n)) for n in ("y", "sc", "z", "cc"))
+    assert y is not None and s is not None and z is not None and c is not None
+    assert df.must_alias(y, s) and df.must_alias(z, c) and not df.must_alias(s, z)
+    # the reduce lambda of the scatter is embedded (thread-local)
+    assert computation_kinds(m)[m.computation("add_f32")] == "embedded"

@@ -77,6 +77,27 @@ def test_elementwise_chain_becomes_one_loop_fusion():
     assert_same_numerics(before, after)
 
 
+def test_fusing_into_a_fusion_deduplicates_operands():
+    text = """
+HloModule dedupe
+ENTRY main {
+  p = f32[8] parameter(0)
+  q = f32[8] parameter(1)
+  x = f32[8] add(p, q)
+  y = f32[8] multiply(x, p)
+  ROOT z = f32[8] subtract(y, q)
+}
+"""
+    before, after, _ = fuse(text)
+    (f,) = fusions(after)
+    assert [o.name for o in f.operands] == ["p", "q"]
+    fc = f.fused_computation
+    assert [p.parameter_number for p in fc.parameters] == [0, 1]
+    assert all(p.name.startswith(f"param_{k}") for k, p in enumerate(fc.parameters))
+    assert fused_opcodes(f) == ["add", "multiply", "subtract"]
+    assert_same_numerics(before, after)
+
+
 def test_second_run_changes_nothing():
     _, after, _ = fuse(CHAIN)
     assert InstructionFusion().run(after) is False
@@ -415,90 +436,92 @@ def test_corpus_numerics_before_and_after_fusion(name):
     assert_same_numerics(before, after, case.inputs, rtol=1e-5, atol=1e-5)
 
 
-# ---- random programs ------------------------------------------------------------------------
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-RANDOM_REDUCERS = """
+def test_reduce_window_takes_cheap_producers_only():
+    text = """
+HloModule rw
 add_f32 {
-  rx = f32[] parameter(0)
-  ry = f32[] parameter(1)
-  ROOT rs = f32[] add(rx, ry)
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT add_r = f32[] add(x, y)
 }
-max_f32 {
-  mx = f32[] parameter(0)
-  my = f32[] parameter(1)
-  ROOT mm = f32[] maximum(mx, my)
+ENTRY main {
+  p = f32[16,16] parameter(0)
+  n = f32[16,16] negate(p)
+  e = f32[16,16] exponential(n)
+  zero = f32[] constant(0)
+  ROOT r = f32[8,8] reduce-window(e, zero), window={size=2x2 stride=2x2}, to_apply=add_f32
 }
 """
-_UNARY = ("negate", "tanh", "exponential", "abs", "sine")
-_BINARY = ("add", "multiply", "maximum", "subtract")
-
-
-@st.composite
-def random_programs(draw):
-    """HLO text of a random DAG of elementwise ops, broadcasts and reductions over f32[8,32]
-    matrices and f32[8] vectors, returning a tuple of a few values (so some have several
-    users)."""
-    shapes = {"m": "f32[8,32]", "v": "f32[8]", "s": "f32[2,4]"}
-    lines = ["  p0 = f32[8,32] parameter(0)", "  p1 = f32[8,32] parameter(1)",
-             "  p2 = f32[8] parameter(2)", "  i = s32[] parameter(3)",
-             "  zero = f32[] constant(0)",
-             "  ninf = f32[] constant(-inf)", "  half = f32[] constant(0.5)"]
-    values = [("p0", "m"), ("p1", "m"), ("p2", "v")]
-    for k in range(draw(st.integers(3, 14))):
-        name = f"v{k}"
-        choice = draw(st.sampled_from(["unary", "binary", "binary", "broadcast", "reduce",
-                                       "scale", "select", "slice"]))
-        a, kind = draw(st.sampled_from(values))
-        if choice == "slice" and kind == "m":
-            lines.append(f"  {name} = f32[2,4] dynamic-slice({a}, i, i), "
-                         "dynamic_slice_sizes={2,4}")
-            kind = "s"
-        elif choice == "slice" and kind == "s":
-            b = draw(st.sampled_from([n for n, kd in values if kd == "m"]))
-            lines.append(f"  {name} = f32[8,32] dynamic-update-slice({b}, {a}, i, i)")
-            kind = "m"
-        elif choice == "select":
-            b = draw(st.sampled_from([n for n, kd in values if kd == kind]))
-            pred = shapes[kind].replace("f32", "pred")
-            lines.append(f"  {name}.c = {pred} compare({a}, {b}), direction=GT")
-            lines.append(f"  {name} = {shapes[kind]} select({name}.c, {b}, {a})")
-        elif choice == "unary" or choice == "slice":
-            op = draw(st.sampled_from(_UNARY))
-            lines.append(f"  {name} = {shapes[kind]} {op}({a})")
-        elif choice == "binary":
-            b = draw(st.sampled_from([n for n, kd in values if kd == kind]))
-            op = draw(st.sampled_from(_BINARY))
-            lines.append(f"  {name} = {shapes[kind]} {op}({a}, {b})")
-        elif choice == "scale":
-            lines.append(f"  {name}.b = {shapes[kind]} broadcast(half), dimensions={{}}")
-            lines.append(f"  {name} = {shapes[kind]} multiply({a}, {name}.b)")
-        elif choice == "broadcast" or kind != "m":
-            if kind != "v":
-                continue
-            lines.append(f"  {name} = f32[8,32] broadcast({a}), dimensions={{0}}")
-            kind = "m"
-        else:
-            red, init = draw(st.sampled_from([("add_f32", "zero"), ("max_f32", "ninf")]))
-            lines.append(f"  {name} = f32[8] reduce({a}, {init}), dimensions={{1}}, "
-                         f"to_apply={red}")
-            kind = "v"
-        values.append((name, kind))
-    outs = [values[-1]] + draw(st.lists(st.sampled_from(values), max_size=2))
-    outs = list(dict.fromkeys(outs))
-    shape = ", ".join(shapes[kd] for _, kd in outs)
-    lines.append(f"  ROOT out = ({shape}) tuple({', '.join(n for n, _ in outs)})")
-    return "HloModule random\n" + RANDOM_REDUCERS + "ENTRY main {\n" + "\n".join(lines) + "\n}\n"
-
-
-@settings(max_examples=40, deadline=None)
-@given(random_programs())
-def test_random_programs_keep_numerics(text):
-    from xlc.passes.multi_output_fusion import MultiOutputFusion
-
-    before, after, _ = run_passes(text, [InstructionFusion(), MultiOutputFusion(
-        min_shared_bytes=32)])
+    before, after, _ = fuse(text, fuse_reduce_window=True)
+    fs = fusions(after)
+    by_kind = {f.attrs["kind"]: f for f in fs}
+    # Windows could overlap: the exponential is not recomputed per window element, it stays a
+    # loop fusion of its own (with the negate) feeding the reduce-window input fusion.
+    assert fused_opcodes(by_kind["kInput"]) == ["constant", "reduce-window"]
+    assert fused_opcodes(by_kind["kLoop"]) == ["exponential", "negate"]
+    _, off, _ = fuse(text)  # off by default
+    assert [f.attrs["kind"] for f in fusions(off)] == ["kLoop"]
     assert_same_numerics(before, after, rtol=1e-5, atol=1e-5)
-    # Nothing left to fuse: a second round is a no-op.
-    assert InstructionFusion().run(after) is False
+
+
+def test_bitcast_convert_fuses_only_when_elementwise():
+    text = """
+HloModule bc
+ENTRY main {
+  p = f32[8] parameter(0)
+  n = f32[8] negate(p)
+  b = s32[8] bitcast-convert(n)
+  q = s32[8] parameter(1)
+  ROOT r = s32[8] add(b, q)
+}
+"""
+    before, after, _ = fuse(text)
+    (f,) = fusions(after)
+    assert fused_opcodes(f) == ["add", "bitcast-convert", "negate"]
+    assert_same_numerics(before, after)
+    wide = """
+HloModule bcw
+ENTRY main {
+  p = f32[8] parameter(0)
+  n = f32[8] negate(p)
+  b = u8[8,4] bitcast-convert(n)
+  q = u8[8,4] parameter(1)
+  ROOT r = u8[8,4] add(b, q)
+}
+"""
+    _, after2, changed = fuse(wide)
+    assert not changed and not fusions(after2)  # a width-changing bitcast-convert blocks it
+
+
+def test_variadic_reduce_takes_its_iota_as_input_fusion():
+    text = """
+HloModule argmax
+argmax_f32 {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  v = f32[] select(gt, av, bv)
+  i = s32[] select(gt, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY main {
+  p = f32[8,32] parameter(0)
+  io = s32[8,32] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  r = (f32[8], s32[8]) reduce(p, io, ninf, zero), dimensions={1}, to_apply=argmax_f32
+  ROOT idx = s32[8] get-tuple-element(r), index=1
+}
+"""
+    before, after, _ = fuse(text)
+    (f,) = fusions(after)
+    assert f.attrs["kind"] == "kInput" and f.shape.is_tuple
+    assert fused_opcodes(f) == ["constant", "constant", "iota", "reduce"]
+    assert [o.name for o in f.operands] == ["p"]
+    assert after.entry.root.operands[0] is f
+    # The reducer computation is never fused into.
+    assert all(i.opcode is not Opcode.FUSION
+               for i in after.computation("argmax_f32").instructions)
+    assert_same_numerics(before, after)

@@ -14,7 +14,12 @@ from xlc.hlo.verifier import verify_module
 from xlc.passes.buffer_assignment import assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
-from xlc.passes.ordering import DependencyHloOrdering, SequentialHloOrdering, verify_schedule
+from xlc.passes.ordering import (
+    DependencyHloOrdering,
+    PredecessorHloOrdering,
+    SequentialHloOrdering,
+    verify_schedule,
+)
 from xlc.passes.scheduler import MemoryScheduler
 
 from .memory_interpreter import run_with_memory
@@ -36,6 +41,9 @@ def _assign_everywhere(m) -> dict[str, int]:
     seq = assign_buffers(m, SequentialHloOrdering(m))
     validate_buffer_assignment(seq)
     validate_buffer_assignment(assign_buffers(m, DependencyHloOrdering(m)))
+    # a predecessor ordering that also orders each computation's instructions by the schedule
+    preds = {seq[i]: [seq[i - 1]] for seq in m.schedule.values() for i in range(1, len(seq))}
+    validate_buffer_assignment(assign_buffers(m, PredecessorHloOrdering(m, preds)))
     stats = seq.stats()
     assert stats["temp_bytes"] >= stats["temp_lower_bound_bytes"]
     assert seq.report().startswith("BufferAssignment:")

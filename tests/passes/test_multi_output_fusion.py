@@ -1,13 +1,17 @@
 """MultiOutputFusion: sibling and producer-consumer multi-output fusion, written as HLO text, with
-the verifier after every pass and numerics against the evaluator (corpus included)."""
+the verifier after every pass and numerics against the evaluator (corpus included), plus random
+programs (hypothesis) through InstructionFusion + MultiOutputFusion."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import corpus_cases, requires_corpus
 from tests.passes.filecheck import assert_same_numerics, filecheck, parse, printed, run_passes
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.fusion import InstructionFusion
+from xlc.passes.fusion_utils import fusion_counts
 from xlc.passes.multi_output_fusion import MultiOutputFusion, Reachability, would_create_cycle
 
 
@@ -71,6 +75,7 @@ def test_softmax_exp_and_sum_become_one_multi_output_fusion():
     # The divide reads both outputs through get-tuple-element: exp is written once, never
     # recomputed, and the input `p` is read by the max and by the exp/sum fusion.
     (div,) = loops
+    assert fusion_counts(after) == {"total": 3, "multi_output": 1, "kInput": 2, "kLoop": 1}
     assert sorted(o.opcode.text for o in div.operands) == ["get-tuple-element"] * 2
     assert {o.tuple_index for o in div.operands} == {0, 1}
     assert printed(after).count("exponential(") == 1
@@ -227,3 +232,136 @@ def test_corpus_numerics_after_multi_output_fusion(name):
         after, CompileOptions(verify=True))
     again = parse_module(after.to_text(), verify=True)  # prints and re-parses
     assert_same_numerics(before, again, case.inputs, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_window_roots_stay_single_output():
+    text = "HloModule rw\n" + REDUCERS + """
+ENTRY main {
+  p = f32[32,32] parameter(0)
+  zero = f32[] constant(0)
+  a = f32[16,16] reduce-window(p, zero), window={size=2x2 stride=2x2}, to_apply=add_f32
+  ninf = f32[] constant(-inf)
+  b = f32[16,16] reduce-window(p, ninf), window={size=2x2 stride=2x2}, to_apply=max_f32
+  ROOT t = (f32[16,16], f32[16,16]) tuple(a, b)
+}
+"""
+    before, after, _ = run_passes(text, [InstructionFusion(fuse_reduce_window=True),
+                                         MultiOutputFusion()])
+    assert len(fusions(after)) == 2
+    assert all(not f.shape.is_tuple for f in fusions(after))
+    assert_same_numerics(before, after)
+
+
+def test_operand_limit_blocks_sibling_fusion():
+    _, after, _ = run_passes(TWO_REDUCTIONS,
+                             [InstructionFusion(), MultiOutputFusion(max_fusion_operands=2)])
+    assert len(fusions(after)) == 3
+
+
+def test_in_place_update_is_never_multi_output_fused():
+    text = """
+HloModule dus
+ENTRY main {
+  buf = f32[64,64] parameter(0)
+  u = f32[8,64] parameter(1)
+  i = s32[] parameter(2)
+  e = f32[8,64] exponential(u)
+  z = s32[] constant(0)
+  d = f32[64,64] dynamic-update-slice(buf, e, i, z)
+  n = f32[64,64] negate(buf)
+  ROOT t = (f32[64,64], f32[64,64], f32[8,64]) tuple(d, n, e)
+}
+"""
+    before, after, _ = run_passes(text, [InstructionFusion(), MultiOutputFusion()])
+    for f in fusions(after):
+        root = f.fused_computation.root
+        assert root.opcode is not Opcode.TUPLE or Opcode.DYNAMIC_UPDATE_SLICE not in {
+            o.opcode for o in root.operands}
+    assert after.entry.instruction("e").opcode is Opcode.EXP
+    assert_same_numerics(before, after)
+
+
+# ---- random programs ------------------------------------------------------------------------
+
+RANDOM_REDUCERS = """
+add_f32 {
+  rx = f32[] parameter(0)
+  ry = f32[] parameter(1)
+  ROOT rs = f32[] add(rx, ry)
+}
+max_f32 {
+  mx = f32[] parameter(0)
+  my = f32[] parameter(1)
+  ROOT mm = f32[] maximum(mx, my)
+}
+"""
+_UNARY = ("negate", "tanh", "exponential", "abs", "sine")
+_BINARY = ("add", "multiply", "maximum", "subtract")
+
+
+@st.composite
+def random_programs(draw):
+    """HLO text of a random DAG of elementwise ops, broadcasts and reductions over f32[8,32]
+    matrices and f32[8] vectors, returning a tuple of a few values (so some have several
+    users)."""
+    shapes = {"m": "f32[8,32]", "v": "f32[8]", "s": "f32[2,4]"}
+    lines = ["  p0 = f32[8,32] parameter(0)", "  p1 = f32[8,32] parameter(1)",
+             "  p2 = f32[8] parameter(2)", "  i = s32[] parameter(3)",
+             "  zero = f32[] constant(0)",
+             "  ninf = f32[] constant(-inf)", "  half = f32[] constant(0.5)"]
+    values = [("p0", "m"), ("p1", "m"), ("p2", "v")]
+    for k in range(draw(st.integers(3, 14))):
+        name = f"v{k}"
+        choice = draw(st.sampled_from(["unary", "binary", "binary", "broadcast", "reduce",
+                                       "scale", "select", "slice"]))
+        a, kind = draw(st.sampled_from(values))
+        if choice == "slice" and kind == "m":
+            lines.append(f"  {name} = f32[2,4] dynamic-slice({a}, i, i), "
+                         "dynamic_slice_sizes={2,4}")
+            kind = "s"
+        elif choice == "slice" and kind == "s":
+            b = draw(st.sampled_from([n for n, kd in values if kd == "m"]))
+            lines.append(f"  {name} = f32[8,32] dynamic-update-slice({b}, {a}, i, i)")
+            kind = "m"
+        elif choice == "select":
+            b = draw(st.sampled_from([n for n, kd in values if kd == kind]))
+            pred = shapes[kind].replace("f32", "pred")
+            lines.append(f"  {name}.c = {pred} compare({a}, {b}), direction=GT")
+            lines.append(f"  {name} = {shapes[kind]} select({name}.c, {b}, {a})")
+        elif choice == "unary" or choice == "slice":
+            op = draw(st.sampled_from(_UNARY))
+            lines.append(f"  {name} = {shapes[kind]} {op}({a})")
+        elif choice == "binary":
+            b = draw(st.sampled_from([n for n, kd in values if kd == kind]))
+            op = draw(st.sampled_from(_BINARY))
+            lines.append(f"  {name} = {shapes[kind]} {op}({a}, {b})")
+        elif choice == "scale":
+            lines.append(f"  {name}.b = {shapes[kind]} broadcast(half), dimensions={{}}")
+            lines.append(f"  {name} = {shapes[kind]} multiply({a}, {name}.b)")
+        elif choice == "broadcast" or kind != "m":
+            if kind != "v":
+                continue
+            lines.append(f"  {name} = f32[8,32] broadcast({a}), dimensions={{0}}")
+            kind = "m"
+        else:
+            red, init = draw(st.sampled_from([("add_f32", "zero"), ("max_f32", "ninf")]))
+            lines.append(f"  {name} = f32[8] reduce({a}, {init}), dimensions={{1}}, "
+                         f"to_apply={red}")
+            kind = "v"
+        values.append((name, kind))
+    outs = [values[-1]] + draw(st.lists(st.sampled_from(values), max_size=2))
+    outs = list(dict.fromkeys(outs))
+    shape = ", ".join(shapes[kd] for _, kd in outs)
+    lines.append(f"  ROOT out = ({shape}) tuple({', '.join(n for n, _ in outs)})")
+    return "HloModule random\n" + RANDOM_REDUCERS + "ENTRY main {\n" + "\n".join(lines) + "\n}\n"
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_programs())
+def test_random_programs_keep_numerics(text):
+    before, after, _ = run_passes(text, [InstructionFusion(), MultiOutputFusion(
+        min_shared_bytes=32)])
+    assert_same_numerics(before, after, rtol=1e-5, atol=1e-5)
+    # Nothing left to fuse: a second round is a no-op.
+    assert InstructionFusion().run(after) is False
+    assert MultiOutputFusion(min_shared_bytes=32).run(after) is False

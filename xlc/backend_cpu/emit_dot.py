@@ -97,7 +97,7 @@ def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Val
     return b.add(acc, b.mul(x, y))
 
 
-def _load_as(k: Kernel, b: ir.IRBuilder, inst: HloInstruction, off: ir.Value,
+def load_as(k: Kernel, b: ir.IRBuilder, inst: HloInstruction, off: ir.Value,
              out_pt: PrimitiveType) -> ir.Value:
     pt = element_type(inst.shape, inst.name)
     v = lu.load_element(b, k.ptr(inst), off, pt)
@@ -115,9 +115,9 @@ def _memory_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
         with lu.for_nest(b, plan.nsizes, "z") as ni:
             lu.store_element(b, zero, k.ptr(inst), plan.out_off(b, bi, mi, ni), out_pt)
         with lu.for_nest(b, plan.ksizes, "k") as ki:
-            a = _load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
+            a = load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
             with lu.for_nest(b, plan.nsizes, "n") as ni:
-                y = _load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
+                y = load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
                 o = plan.out_off(b, bi, mi, ni)
                 acc = lu.load_element(b, k.ptr(inst), o, out_pt)
                 lu.store_element(b, _mul_add(b, acc, a, y), k.ptr(inst), o, out_pt)
@@ -141,9 +141,9 @@ def _blocked_matmul(k: Kernel, inst: HloInstruction, plan: _DotPlan) -> None:
             kend = _min(b, b.add(k0, i64(kb)), ksize)
             with lu.for_range(b, msize, name="m") as m, \
                     lu.for_range(b, kend, start=k0, name="k") as kk:
-                a = _load_as(k, b, lhs, plan.lhs_off(b, bi, [m], [kk]), pt)
+                a = load_as(k, b, lhs, plan.lhs_off(b, bi, [m], [kk]), pt)
                 with lu.for_range(b, nend, start=n0, name="n") as n:
-                    y = _load_as(k, b, rhs, plan.rhs_off(b, bi, [n], [kk]), pt)
+                    y = load_as(k, b, rhs, plan.rhs_off(b, bi, [n], [kk]), pt)
                     o = plan.out_off(b, bi, [m], [n])
                     acc = lu.load_element(b, k.ptr(inst), o, pt)
                     lu.store_element(b, _mul_add(b, acc, a, y), k.ptr(inst), o, pt)
@@ -164,8 +164,8 @@ def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
             lu.for_nest(b, plan.nsizes, "n") as ni:
         b.store(lu.const(cty, 0), slot)
         with lu.for_nest(b, plan.ksizes, "k") as ki:
-            x = _load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
-            y = _load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
+            x = load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
+            y = load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
             b.store(_mul_add(b, b.load(slot), x, y), slot)
         res = b.load(slot)
         if out_pt.is_float:

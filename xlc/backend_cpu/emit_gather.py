@@ -15,8 +15,15 @@ import logging
 from llvmlite import ir
 
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, element_type, i64, loop_over
-from xlc.backend_cpu.emitter import register
+from xlc.backend_cpu.emitter import (
+    CpuEmitter,
+    FnCtx,
+    Kernel,
+    element_type,
+    i64,
+    loop_over,
+    register,
+)
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.errors import UnsupportedOpError

@@ -9,6 +9,9 @@ operands are read from their assigned slices.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+
+from llvmlite import ir
 
 from xlc.backend_cpu.emitter import (
     EMITTERS,
@@ -19,15 +22,17 @@ from xlc.backend_cpu.emitter import (
     element_type,
     i64,
     loop_over,
+    physical_order,
     register,
     split_of,
 )
+from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.indexing import has_elemental_ir_rule
+from xlc.codegen.indexing import Index, has_elemental_ir_rule, multi_to_linear
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -37,7 +42,7 @@ FUSION_EMITTERS: dict[str, object] = {}
 
 def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
     """(operand, ()) for each array operand of `inst` (tuple operands are unsupported)."""
-    out = []
+    out: list[tuple[HloInstruction, ShapeIndex]] = []
     for op in inst.operands:
         if not op.shape.is_array:
             raise UnsupportedOpError(
@@ -49,7 +54,7 @@ def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeInd
 def output_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
     """(inst, index) for every array leaf of `inst`'s shape (nested tuples unsupported)."""
     if inst.shape.is_tuple:
-        outs = []
+        outs: list[tuple[HloInstruction, ShapeIndex]] = []
         for k, s in enumerate(inst.shape.tuple_shapes or ()):
             if not s.is_array:
                 raise UnsupportedOpError(f"CPU backend: nested tuple output of {inst.name}")
@@ -64,25 +69,78 @@ def fusion_generator(k: Kernel, fusion: HloInstruction) -> LeafEmitter:
     return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx))
 
 
+def _reader(k: Kernel, op: HloInstruction) -> Callable[[Index], ir.Value]:
+    return lambda idx: k.read(op, idx)
+
+
 def operand_generator(k: Kernel, inst: HloInstruction) -> LeafEmitter:
     """An elemental emitter for unfused `inst` whose operands are read from `k`."""
-    leaves = {op.uid: (lambda idx, op=op: k.read(op, idx)) for op in inst.operands}
+    leaves: dict[int, Callable[[Index], ir.Value]] = {
+        op.uid: _reader(k, op) for op in inst.operands}
     return LeafEmitter(k.b, lambda n, idx: k.read(inst.operands[n], idx), leaves)
 
 
 def _emit_roots(k: Kernel, gen: LeafEmitter, inst: HloInstruction,
-                roots: list[HloInstruction], outs: list[tuple[HloInstruction, ShapeIndex]]
-                ) -> None:
+                roots: list[HloInstruction], outs: list[tuple[HloInstruction, ShapeIndex]],
+                streaming: bool = False) -> None:
     first = inst.shape.subshape(outs[0][1])
     for r in roots:
         if tuple(r.shape.dims) != tuple(first.dims):
             raise UnsupportedOpError(
                 f"CPU backend: multi-output loop fusion {inst.name} has outputs of different "
                 f"dimensions ({r.name})")
+    if streaming and _streamable(first, len(roots)):
+        _emit_streaming(k, gen, roots[0], outs[0], first)
+        return
     with loop_over(k.b, first, outer=k.outer) as idx:
         gen.clear_cache()
         for r, (o, sidx) in zip(roots, outs):
             k.write(o, idx, gen.generate(r, idx), sidx)
+    k.finish()
+
+
+STREAM_MIN_BYTES = 8 << 20
+"""Outputs at least this big are written with non-temporal stores (they will not fit in cache
+anyway, and streaming saves the write-allocate read: cpu-perf.md lesson 3)."""
+
+
+def _streamable(shape: Shape, nroots: int) -> bool:
+    pt = shape.element_type
+    if nroots != 1 or pt not in (PrimitiveType.F32, PrimitiveType.F64) or shape.rank < 2:
+        return False
+    vw = 64 // pt.byte_size
+    minor = physical_order(shape)[-1]
+    return shape.dims[minor] % vw == 0 and shape.byte_size() >= STREAM_MIN_BYTES
+
+
+def _emit_streaming(k: Kernel, gen: LeafEmitter, root: HloInstruction,
+                    out: tuple[HloInstruction, ShapeIndex], shape: Shape) -> None:
+    """Rows of 64-byte chunks: 16 (f32) / 8 (f64) elements are generated into a stack vector
+    (LLVM turns that into one vector) and stored with one aligned non-temporal store."""
+    b = k.b
+    pt = element_type(shape, root.name)
+    ety = lu.value_type(pt)
+    vw = 64 // pt.byte_size
+    order = physical_order(shape)
+    minor = order[-1]
+    with b.goto_entry_block():
+        tmp = b.alloca(ir.ArrayType(ety, vw))
+        tmp.align = 64
+        tmp.type = lu.PTR  # opaque for llvmlite's type checks (IR text: `ptr`)
+    outer_dims = [d for d in order[:-1]]
+    with loop_over(b, shape, "s", dims=outer_dims, outer=k.outer) as idx, \
+            lu.for_range(b, i64(shape.dims[minor]), step=vw, name="v") as i0:
+        with lu.for_range(b, vw, name="lane") as lane:
+            gen.clear_cache()
+            full = list(idx)
+            full[minor] = b.add(i0, lane, flags=["nsw"])
+            lu.store_element(b, gen.generate(root, full), tmp, lane, pt)
+        vec = lu.load_vector(b, tmp, i64(0), pt, vw, align=64)
+        base = list(idx)
+        base[minor] = i0
+        linear = multi_to_linear(b, base, shape)
+        lu.store_vector(b, vec, k.ptr(out[0], out[1]), linear, pt, align=64, nontemporal=True)
+    b.fence("seq_cst")
     k.finish()
 
 
@@ -97,15 +155,26 @@ def emit_loop_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     roots = list(root.operands) if root.opcode is Opcode.TUPLE else [root]
     split = split_of(inst.shape.subshape(outs[0][1]))
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split)
-    _emit_roots(k, fusion_generator(k, inst), inst, roots, outs)
+    _emit_roots(k, fusion_generator(k, inst), inst, roots, outs,
+                streaming=_aligned_output(em, outs))
 
 
 def emit_elementwise(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """An unfused elementwise or data-movement op as its own loop."""
     element_type(inst.shape, inst.name)
-    outs = [(inst, ())]
+    outs: list[tuple[HloInstruction, ShapeIndex]] = [(inst, ())]
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split_of(inst.shape))
-    _emit_roots(k, operand_generator(k, inst), inst, [inst], outs)
+    _emit_roots(k, operand_generator(k, inst), inst, [inst], outs,
+                streaming=_aligned_output(em, outs))
+
+
+def _aligned_output(em: CpuEmitter, outs: list[tuple[HloInstruction, ShapeIndex]]) -> bool:
+    """Whether the single output's slice starts 64-byte aligned and overlaps no input."""
+    if len(outs) != 1:
+        return False
+    sl = em.slice(outs[0][0], outs[0][1])
+    inputs = [em.slice(op) for op in outs[0][0].operands if op.shape.is_array]
+    return sl.offset % 64 == 0 and all(i.index != sl.index for i in inputs)
 
 
 def _copy_into(k: Kernel, src: HloInstruction, dst: HloInstruction) -> None:

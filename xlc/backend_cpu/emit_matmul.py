@@ -28,6 +28,9 @@ log = logging.getLogger("xlc.backend_cpu")
 MR = 6
 NV = 4  # vectors per tile row
 KC = 256
+MIN_FLOPS = 2 * 96 ** 3
+"""Smaller dots use the plain vectorised loop nest (emit_dot): as fast there, and the
+register-blocked kernel's code costs ~30 ms of LLVM time per dot."""
 
 
 def _vw(pt: PrimitiveType) -> int:
@@ -45,7 +48,9 @@ def matmul_applicable(inst: HloInstruction, plan: object) -> bool:
     if not (len(p.msizes) == 1 and len(p.nsizes) == 1 and len(p.ksizes) == 1):  # type: ignore
         return False
     n_rhs, n_out = p.rs[p.rf[0]], p.os[p.on[0]]  # type: ignore[attr-defined]
-    return n_rhs == 1 and n_out == 1 and p.nsizes[0] >= NV * _vw(pt)  # type: ignore
+    flops = 2 * p.msizes[0] * p.nsizes[0] * p.ksizes[0] * _prod(p.bsizes)  # type: ignore
+    return n_rhs == 1 and n_out == 1 and p.nsizes[0] >= NV * _vw(pt) \
+        and flops >= MIN_FLOPS  # type: ignore[attr-defined]
 
 
 def emit_matmul(k: Kernel, inst: HloInstruction, plan: object, threads: int = 1) -> None:
@@ -97,6 +102,7 @@ def _part_function(k: Kernel, inst: HloInstruction, p: object, pt: PrimitiveType
     fn = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * 3 + [lu.I64, lu.I64]),
                      name=module.get_unique_name(k.fn.name + ".part"))
     fn.linkage = "internal"
+    fn.attributes.add("noinline")  # called by the worker, inline share and fallback
     for a in fn.args[:3]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -131,7 +131,7 @@ def _row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction, heroe
                 k.write(out, full, gen.generate(inst, full), sidx)
         gen.clear_cache()
         oidx = [kidx[d] for d in kept]
-        for (red, sidxs), ss in zip(heroes, slots):
+        for (_red, sidxs), ss in zip(heroes, slots):
             for s, sidx in zip(ss, sidxs):
                 k.write(out, oidx, b.load(s), sidx)
 

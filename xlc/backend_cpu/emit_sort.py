@@ -1,9 +1,11 @@
-"""Sort and top-k (simple, correct, allocation-free kernels).
+"""Sort and top-k.
 
 * sort: the operands are copied into the output buffers (unless already there), then every
-  1-D line along the sort dimension is insertion-sorted in place with the comparator
-  computation (a scalar function); swapping only on `less(x[j], x[j-1])` makes it stable.
-  O(n^2) per line: fine for the short lines seen so far; a merge sort is future work.
+  1-D line along the sort dimension is sorted in place with the comparator computation (a
+  scalar function), stably: lines of up to INSERTION_MAX elements by insertion sort (swapping
+  only on `less(x[j], x[j-1])`), longer lines by a bottom-up merge sort of a permutation
+  (O(n log n); its index/value scratch is malloc'ed and freed inside the kernel), which is then
+  applied to every output.
 * topk: for each row, k selection passes; pass t picks the best element that comes strictly
   after the previous pick in the order (value by TOTALORDER descending for largest=true,
   ascending otherwise; ties by lower index), so no scratch memory is needed. O(k n) per row.
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -58,6 +61,10 @@ def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     less_fn = em.scalar_function(inst.called[0])
     pts = [element_type(op.shape, op.name) for op in ops]
     others = [e for e in range(shape.rank) if e != d]
+    if n > INSERTION_MAX:
+        _merge_sort(k, outs, pts, shape, d, n, less_fn)
+        k.finish()
+        return
     with loop_over(b, shape, "s", dims=others) as line:
         with lu.for_range(b, n, start=1, name="ins") as i:
             fn = b.function
@@ -92,6 +99,130 @@ def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             b.cbranch(b.icmp_signed(">", jm1, i64(0)), head, done)
             b.position_at_end(done)
     k.finish()
+
+
+INSERTION_MAX = 48
+"""Lines up to this length are insertion-sorted; longer ones merge-sorted."""
+
+
+def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, fnty, name=name)
+
+
+def _merge_sort(k: Kernel, outs: list, pts: list[PrimitiveType], shape: object, d: int, n: int,
+                less_fn: ir.Function) -> None:
+    """Stable bottom-up merge sort of every line: a permutation is sorted with the comparator
+    (passes of width 1, 2, 4, ... ping-ponging between two index arrays in malloc'ed scratch),
+    then applied to every output."""
+    b = k.b
+    module = b.module
+    malloc = _declare(module, "malloc", ir.FunctionType(lu.PTR, [lu.I64]))
+    free = _declare(module, "free", ir.FunctionType(lu.VOID, [lu.PTR]))
+    width = max(pt.byte_size for pt in pts)
+    bufs = [b.call(malloc, [i64(n * 8)]), b.call(malloc, [i64(n * 8)])]
+    vals = b.call(malloc, [i64(n * max(width, 1))])
+    with b.goto_entry_block():
+        i_slot = b.alloca(lu.I64)
+        j_slot = b.alloca(lu.I64)
+        lo_slot = b.alloca(lu.I64)
+        w_slot = b.alloca(lu.I64)
+        src_slot = b.alloca(lu.PTR)
+        dst_slot = b.alloca(lu.PTR)
+    others = [e for e in range(shape.rank) if e != d]  # type: ignore[attr-defined]
+
+    def offsets(line: list, pos: ir.Value) -> list[ir.Value]:
+        return [multi_to_linear(b, _with(line, d, pos), o.shape.subshape(s) if s else o.shape)
+                for o, s in outs]
+
+    def load_all(line: list, pos: ir.Value) -> list[ir.Value]:
+        return [lu.load_element(b, k.ptr(o, s), off, pt)
+                for (o, s), off, pt in zip(outs, offsets(line, pos), pts)]
+
+    with loop_over(b, shape, "ms", dims=others) as line:  # type: ignore[arg-type]
+        with lu.for_range(b, n, name="init") as t:
+            lu.store_element(b, t, bufs[0], t, PrimitiveType.S64)
+        # passes of width 1, 2, 4, ... < n as a runtime loop (one copy of the merge code)
+        b.store(bufs[0], src_slot)
+        b.store(bufs[1], dst_slot)
+        b.store(i64(1), w_slot)
+        fn = b.function
+        head = fn.append_basic_block("msort.pass")
+        body = fn.append_basic_block("msort.body")
+        done = fn.append_basic_block("msort.done")
+        b.branch(head)
+        b.position_at_end(head)
+        w = b.load(w_slot)
+        b.cbranch(b.icmp_signed("<", w, i64(n)), body, done)
+        b.position_at_end(body)
+        src, dst = b.load(src_slot, typ=lu.PTR), b.load(dst_slot, typ=lu.PTR)
+        w2 = b.mul(w, i64(2))
+        _merge_pass(b, src, dst, w, w2, n, i_slot, j_slot, lo_slot, line, load_all, less_fn)
+        b.store(dst, src_slot)
+        b.store(src, dst_slot)
+        b.store(w2, w_slot)
+        b.branch(head)
+        b.position_at_end(done)
+        perm = b.load(src_slot, typ=lu.PTR)
+        for (o, s), pt in zip(outs, pts):
+            oshape = o.shape.subshape(s) if s else o.shape
+            with lu.for_range(b, n, name="gather") as t:
+                src_pos = lu.load_element(b, perm, t, PrimitiveType.S64)
+                off = multi_to_linear(b, _with(line, d, src_pos), oshape)
+                lu.store_element(b, lu.load_element(b, k.ptr(o, s), off, pt), vals, t, pt)
+            with lu.for_range(b, n, name="scatter") as t:
+                off = multi_to_linear(b, _with(line, d, t), oshape)
+                lu.store_element(b, lu.load_element(b, vals, t, pt), k.ptr(o, s), off, pt)
+    for p in bufs + [vals]:
+        b.call(free, [p])
+
+
+def _merge_pass(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, w: ir.Value, w2: ir.Value,
+                n: int, i_slot: ir.Value, j_slot: ir.Value, lo_slot: ir.Value, line: list,
+                load_all: Callable[[list, ir.Value], list[ir.Value]], less_fn: ir.Function
+                ) -> None:
+    """One merge pass: runs of width `w` in `src` (permutation indices) merged into `dst`."""
+    fn = b.function
+    head = fn.append_basic_block("merge.run")
+    body = fn.append_basic_block("merge.body")
+    done = fn.append_basic_block("merge.done")
+    b.store(i64(0), lo_slot)
+    b.branch(head)
+    b.position_at_end(head)
+    lo = b.load(lo_slot)
+    b.cbranch(b.icmp_signed("<", lo, i64(n)), body, done)
+    b.position_at_end(body)
+    mid = _smin(b, b.add(lo, w), n)
+    hi = _smin(b, b.add(lo, w2), n)
+    b.store(lo, i_slot)
+    b.store(mid, j_slot)
+    with lu.for_range(b, hi, start=lo, name="mk") as kk:
+        i, j = b.load(i_slot), b.load(j_slot)
+        ii = _smin_v(b, i, b.sub(mid, i64(1)))
+        jj = _smin_v(b, j, b.sub(hi, i64(1)))
+        pi = lu.load_element(b, src, ii, PrimitiveType.S64)
+        pj = lu.load_element(b, src, jj, PrimitiveType.S64)
+        args = []
+        for right, left in zip(load_all(line, pj), load_all(line, pi)):
+            args += [right, left]
+        less = b.call(less_fn, args)
+        left_done = b.icmp_signed(">=", i, mid)
+        right_ok = b.icmp_signed("<", j, hi)
+        take_right = b.and_(right_ok, b.or_(left_done, less))
+        lu.store_element(b, b.select(take_right, pj, pi), dst, kk, PrimitiveType.S64)
+        b.store(b.select(take_right, i, b.add(i, i64(1))), i_slot)
+        b.store(b.select(take_right, b.add(j, i64(1)), j), j_slot)
+    b.store(b.add(lo, w2), lo_slot)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def _smin(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
+    return b.select(b.icmp_signed("<", v, i64(hi)), v, i64(hi))
+
+
+def _smin_v(b: ir.IRBuilder, v: ir.Value, hi: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", v, hi), v, hi)
 
 
 def _order_key(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType) -> ir.Value:

@@ -41,7 +41,6 @@ EMITTERS: dict[Opcode, EmitFn] = {}
 """Opcode -> emitter, filled by the emit_* modules (see `register`)."""
 
 UNSUPPORTED: dict[Opcode, str] = {
-    Opcode.CONVOLUTION: "convolution is not implemented by the CPU backend yet",
     Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the CPU backend yet",
     Opcode.RNG: "random number generation is not implemented by the CPU backend yet",
     Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the CPU backend "
@@ -270,7 +269,7 @@ class CpuEmitter:
             return gv
         alloc = self.ba.allocations[alloc_index]
         data = bytearray(alloc.size)
-        for buf, (off, size) in alloc.assigned.items():
+        for buf, (off, _size) in alloc.assigned.items():
             inst = buf.instruction
             if inst.opcode is not Opcode.CONSTANT or buf.index:
                 continue
@@ -332,6 +331,9 @@ class CpuEmitter:
         outer = None
         if threaded:
             from xlc.backend_cpu.parallel import run_parallel
+
+            # called from up to three places (worker, inline share, fallback): one copy only
+            fn.attributes.add("noinline")
 
             run_parallel(ctx.b, fn, ptrs, split, min(self.threads, split))
             outer = (fn.args[-2], fn.args[-1])

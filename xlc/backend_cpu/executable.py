@@ -100,7 +100,7 @@ class CpuExecutable:
 
     def __init__(self, module: HloModule, assignment: BufferAssignment, entry_name: str,
                  address: int, llvm_ir: str = "", optimized_ir: str = "",
-                 timings: dict[str, float] | None = None):
+                 timings: dict[str, float] | None = None, optimized: Any = None):
         assert module.entry is not None and module.entry.root is not None
         self.module = module
         self.assignment = assignment
@@ -108,6 +108,12 @@ class CpuExecutable:
         self.llvm_ir = llvm_ir
         self.optimized_ir = optimized_ir
         self.timings = timings or {}
+        if optimized is None:
+            from xlc.passes.optimize import OptimizedModule
+
+            optimized = OptimizedModule(module, assignment)
+        self.optimized = optimized
+        """The `xlc.passes.optimize.OptimizedModule` this executable runs (api protocol)."""
         self._fn = _ENTRY_TYPE(address)
         self._params_all = list(module.entry.parameters)
         self._lock = threading.Lock()
@@ -169,6 +175,7 @@ class CpuExecutable:
 
     def _leaf(self, index: ShapeIndex, shape: Shape) -> _Leaf:
         root = self.module.entry.root  # type: ignore[union-attr]
+        assert root is not None
         sl = self.assignment.slice_of(root, index)
         a = sl.allocation
         return _Leaf(a.index, sl.offset, shape.byte_size(), shape.dtype, tuple(shape.dims),

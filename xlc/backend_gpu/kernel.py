@@ -71,13 +71,10 @@ def global_thread_id(b: ir.IRBuilder) -> ir.Value:
 
 
 @contextlib.contextmanager
-def grid_stride(b: ir.IRBuilder, n: int | ir.Value, name: str = "g") -> Iterator[ir.Value]:
-    """`for (i = global thread id; i < n; i += gridDim.x * blockDim.x)` (i64). Inside the
+def strided(b: ir.IRBuilder, stop: ir.Value, start: ir.Value, step: ir.Value,
+            name: str = "s") -> Iterator[ir.Value]:
+    """`for (i = start; i < stop; i += step)` over i64 with a run-time `step`. Inside the
     `with` the builder is in the loop body; afterwards after the loop."""
-    start = global_thread_id(b)
-    step = b.mul(b.zext(nvptx.grid_dim(b), lu.I64), b.zext(nvptx.block_dim(b), lu.I64),
-                 flags=["nuw"])
-    stop = n if isinstance(n, ir.Value) else i64(n)
     pre = b.basic_block
     cond_bb = b.append_basic_block(f"{name}.cond")
     body_bb = b.append_basic_block(f"{name}.body")
@@ -95,11 +92,39 @@ def grid_stride(b: ir.IRBuilder, n: int | ir.Value, name: str = "g") -> Iterator
 
 
 @contextlib.contextmanager
+def grid_stride(b: ir.IRBuilder, n: int | ir.Value, name: str = "g") -> Iterator[ir.Value]:
+    """`for (i = global thread id; i < n; i += gridDim.x * blockDim.x)` (i64)."""
+    start = global_thread_id(b)
+    step = b.mul(b.zext(nvptx.grid_dim(b), lu.I64), b.zext(nvptx.block_dim(b), lu.I64),
+                 flags=["nuw"])
+    stop = n if isinstance(n, ir.Value) else i64(n)
+    with strided(b, stop, start, step, name) as i:
+        yield i
+
+
+@contextlib.contextmanager
 def block_stride(b: ir.IRBuilder, n: int, start: ir.Value, step: int,
                  name: str = "t") -> Iterator[ir.Value]:
     """`for (i = start; i < n; i += step)` over i64 (a block-local strided loop)."""
     with lu.for_range(b, i64(n), start=start, step=step, name=name) as i:
         yield i
+
+
+def unflatten(b: ir.IRBuilder, linear: ir.Value, dims: list[int], sizes: list[int]
+               ) -> dict[int, ir.Value]:
+    """Split i64 `linear` over logical `dims` (listed major first, with their `sizes`) into
+    {dim: index}."""
+    out: dict[int, ir.Value] = {}
+    rem = linear
+    for k in range(len(dims) - 1, -1, -1):
+        if k == 0:
+            out[dims[k]] = rem
+        elif sizes[k] == 1:
+            out[dims[k]] = i64(0)
+        else:
+            out[dims[k]] = b.urem(rem, i64(sizes[k]))
+            rem = b.udiv(rem, i64(sizes[k]))
+    return out
 
 
 def _overlap(a: Slice, c: Slice) -> bool:

@@ -80,11 +80,9 @@ def kernel_function(module: ir.Module, name: str, nargs: int, max_threads: int) 
     """A `void name(ptr addrspace(1) x nargs)` kernel entry annotated as a kernel with
     `maxntid = max_threads` (so ptxas can budget registers)."""
     fn = ir.Function(module, ir.FunctionType(lu.VOID, [GPTR] * nargs), name=name)
-    ann = module.get_or_insert_named_metadata("nvvm.annotations")
-    ann.add(module.add_metadata([fn, ir.MetaDataString(module, "kernel"),
-                                 ir.Constant(lu.I32, 1)]))
-    ann.add(module.add_metadata([fn, ir.MetaDataString(module, "maxntidx"),
-                                 ir.Constant(lu.I32, max_threads)]))
+    for key, value in (("kernel", 1), ("maxntidx", max_threads)):
+        module.add_named_metadata("nvvm.annotations", [
+            fn, ir.MetaDataString(module, key), ir.Constant(lu.I32, value)])
     return fn
 
 
@@ -169,6 +167,11 @@ def shared_array(module: ir.Module, name: str, elem: ir.Type, count: int) -> ir.
     return gv
 
 
+def shared_elem_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Value:
+    """Address (`elem addrspace(3)*`) of element `idx` of shared array `gv`."""
+    return b.gep(gv, [ir.Constant(lu.I32, 0), idx], inbounds=True)
+
+
 # ---- PTX and ptxas -----------------------------------------------------------------------
 def compile_ptx(module: ir.Module | str, sm: int = 80, ptx_version: int = DEFAULT_PTX_VERSION,
                 opt_level: int = 3, verify: bool = True) -> str:
@@ -177,7 +180,7 @@ def compile_ptx(module: ir.Module | str, sm: int = 80, ptx_version: int = DEFAUL
     Raises LoweringError("LLVM verification failed for kernel module '...': ...") when the IR
     does not parse or verify."""
     text = str(module)
-    name = module.name if isinstance(module, ir.Module) else "<text>"
+    name = module.name if isinstance(module, ir.Module) else _module_name(text)
     tm = target_machine(sm, ptx_version)
     try:
         ref = llvm.parse_assembly(text)
@@ -196,6 +199,11 @@ def compile_ptx(module: ir.Module | str, sm: int = 80, ptx_version: int = DEFAUL
         pb.getModulePassManager().run(ref, pb)
     with _lock:
         return tm.emit_assembly(ref)
+
+
+def _module_name(text: str) -> str:
+    m = re.search(r"; ModuleID = '([^']*)'", text)
+    return m.group(1) if m else "<text>"
 
 
 def ptxas_path() -> str | None:

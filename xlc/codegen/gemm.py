@@ -33,7 +33,8 @@ from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.gemm_kernels import (Blocking, emit_microkernel, emit_pack_a, emit_pack_b,
-                                      emit_simple_gemm, gep, i64, new_function, smin)
+                                      emit_simple_gemm, gep, i64, new_function,
+                                      simple_loop_order, smin)
 from xlc.codegen.parallel import available_threads, emit_threaded_entry
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
@@ -44,6 +45,7 @@ log = logging.getLogger("xlc.codegen")
 # the FMAs); f64 the same with 8 lanes. Cache blocks: a KC x NR B panel (32 KiB) stays in the
 # 48 KiB L1 across the ir loop, the MC x KC A block (~0.5 MiB) in the 1 MiB L2.
 SIMPLE_FLOPS = 2 * 48 ** 3
+PARALLEL_FLOPS = 1 << 23
 _BLOCKING = {
     PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096),
     PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048),
@@ -104,9 +106,10 @@ def blocking(spec: GemmSpec) -> Blocking:
     """The register/cache blocking used for `spec` (block sizes clipped to the problem)."""
     p = _BLOCKING[spec.dtype]
     mr, nr = p["mr"], p["nv"] * p["vw"]
-    kc = max(1, min(p["kc"], spec.k))
-    mc = min(p["mc"], -(-spec.m // mr) * mr)
-    nc = min(p["nc"], -(-spec.n // nr) * nr)
+    # equal k blocks (k = 300 gives 150 + 150, not 256 + 44: every block amortises C's traffic)
+    kc = max(1, -(-spec.k // -(-spec.k // p["kc"]))) if spec.k else 1
+    mc = min(max(mr, p["mc"] // mr * mr), -(-spec.m // mr) * mr)
+    nc = min(max(nr, p["nc"] // nr * nr), -(-spec.n // nr) * nr)
     return Blocking(spec.dtype, mr, p["nv"], p["vw"], kc, max(mc, mr), max(nc, nr))
 
 
@@ -122,7 +125,8 @@ def _round64(x: int) -> int:
 
 def _thread_bytes(spec: GemmSpec, bl: Blocking) -> tuple[int, int]:
     esz = spec.dtype.byte_size
-    return _round64(bl.mc * bl.kc * esz), _round64(bl.kc * bl.nc * esz)
+    # + 64 bytes: the transposing A packer's last full-width store may spill past the panel
+    return _round64(bl.mc * bl.kc * esz + 64), _round64(bl.kc * bl.nc * esz)
 
 
 def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
@@ -132,6 +136,14 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
         return 0
     a_b, b_b = _thread_bytes(spec, blocking(spec))
     return 64 + max(1, nthreads) * (a_b + b_b)
+
+
+def recommended_threads(spec: GemmSpec, available: int) -> int:
+    """How many threads are worth using for `spec` out of `available`: one for the plain loop
+    nest and for products under PARALLEL_FLOPS (starting and joining a thread costs tens of
+    microseconds), else all of them."""
+    flops = 2 * spec.m * spec.n * spec.k * spec.batch
+    return 1 if use_simple(spec) or flops < PARALLEL_FLOPS else max(1, available)
 
 
 def _split_m(spec: GemmSpec, bl: Blocking) -> bool:
@@ -191,6 +203,11 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     b.ret_void()
 
 
+def smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """max(x, 1) for an i64."""
+    return b.select(b.icmp_signed("<", x, i64(1)), i64(1), x)
+
+
 def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) -> ir.Function:
     """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp)`:
     C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into ap/bp."""
@@ -202,6 +219,12 @@ def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) ->
                          noalias=(0, 1, 2, 7, 8))
     a, bmat, c, m0, m1, n0, n1, ap, bp = fn.args
     ety, mr, nr = bl.ety, bl.mr, bl.nr
+    # m blocks of equal size (a multiple of mr, at most mc): no short leftover block that
+    # would stream every B panel from L3 for a single microkernel call
+    mlen = b.sub(m1, m0)
+    nmb = b.sdiv(b.add(mlen, i64(bl.mc - 1)), i64(bl.mc))
+    per = b.sdiv(b.add(mlen, b.sub(nmb, i64(1))), smax1(b, nmb))
+    mcs = b.mul(b.sdiv(b.add(per, i64(mr - 1)), i64(mr)), i64(mr))
     with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
         nc = smin(b, i64(bl.nc), b.sub(n1, jc))
         with lu.for_range(b, i64(spec.k), step=bl.kc, name="pc") as pc:
@@ -211,8 +234,9 @@ def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) ->
             first = b.icmp_signed("==", pc, i64(0))
             if spec.accumulate:
                 first = ir.Constant(lu.I1, 0)
-            with lu.for_range(b, m1, start=m0, step=bl.mc, name="ic") as ic:
-                mc = smin(b, i64(bl.mc), b.sub(m1, ic))
+            with lu.for_range(b, nmb, name="ib") as ib:
+                ic = b.add(m0, b.mul(ib, mcs))
+                mc = smin(b, mcs, b.sub(m1, ic))
                 b.call(pack_a, [gep(b, a, b.add(b.mul(ic, i64(am)), b.mul(pc, i64(ak))), ety),
                                 ap, mc, kc])
                 with lu.for_range(b, nc, step=nr, name="jr") as jr:
@@ -287,8 +311,9 @@ class CompiledGemm:
 def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
                  ) -> CompiledGemm:
     """JIT-compile `spec` (see `emit_gemm`) with a pthread entry running `nthreads` threads
-    (default: every core this process may use). Returns a `CompiledGemm` callable."""
-    nt = nthreads or available_threads()
+    (default: `recommended_threads` of every core this process may use). Returns a
+    `CompiledGemm` callable."""
+    nt = nthreads or recommended_threads(spec, available_threads())
     sym = lu.unique_symbol("xlc_gemm")
     module = lu.new_module(sym)
     emit_gemm(module, sym, spec)

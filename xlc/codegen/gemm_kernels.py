@@ -163,7 +163,12 @@ def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int) ->
     with lu.for_range(b, full, name="p") as p:
         s = gep(b, src, b.mul(p, i64(mr * am)), ety)
         d = gep(b, dst, b.mul(b.mul(p, kc), i64(mr)), ety)
-        with lu.for_range(b, kc, name="kk") as kk:
+        k_start: ir.Value | int = 0
+        if ak == 1 and am != 1:  # row-major A: transpose vw x vw blocks in registers
+            k_start = b.mul(b.sdiv(kc, i64(bl.vw)), i64(bl.vw))
+            with lu.for_range(b, k_start, step=bl.vw, name="kv") as kv:
+                _pack_a_transposed(b, s, d, kv, bl, am)
+        with lu.for_range(b, kc, start=k_start, name="kk") as kk:
             so, do = b.mul(kk, i64(ak)), b.mul(kk, i64(mr))
             if am == 1:
                 x = _load(b, s, so, ir.VectorType(ety, mr), esz)
@@ -188,6 +193,46 @@ def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int) ->
     return fn
 
 
+def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """Transpose a square block held as len(rows) vectors of as many lanes (a power of two):
+    log2(n) stages that swap the off-diagonal d x d sub-blocks with two-input shuffles."""
+    n = len(rows)
+    x = list(rows)
+    d = n // 2
+    while d:
+        lo = ir.Constant(ir.VectorType(lu.I32, n), [j if not j & d else n + j - d
+                                                    for j in range(n)])
+        hi = ir.Constant(ir.VectorType(lu.I32, n), [j + d if not j & d else n + j
+                                                    for j in range(n)])
+        y = list(x)
+        for i in range(n):
+            if not i & d:
+                y[i] = b.shuffle_vector(x[i], x[i + d], lo)
+                y[i + d] = b.shuffle_vector(x[i], x[i + d], hi)
+        x = y
+        d //= 2
+    return x
+
+
+def _pack_a_transposed(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kv: ir.Value,
+                       bl: Blocking, am: int) -> None:
+    """Pack columns kv .. kv+vw-1 of one full mr-row panel of row-major A: per group of vw rows
+    (the last group padded by repeating the last row) load vw x vw, transpose, and store the
+    columns in ascending address order with full-width stores. A store's padding lanes spill
+    at most vw - 1 elements into the next column's slot, which the next store overwrites (the
+    last spill lands past the panel: the scratch has slack for it)."""
+    vw, mr, ety = bl.vw, bl.mr, bl.ety
+    groups = []
+    for g in range(-(-mr // vw)):
+        rows = [min(g * vw + l, mr - 1) for l in range(vw)]
+        vecs = [_load(b, s, b.add(kv, i64(r * am)), bl.vty, bl.pt.byte_size) for r in rows]
+        groups.append(_transpose(b, vecs))
+    base = b.mul(kv, i64(mr))
+    for kk in range(vw):
+        for g, cols in enumerate(groups):
+            _store(b, cols[kk], d, b.add(base, i64(kk * mr + g * vw)), bl.pt.byte_size)
+
+
 # ---- microkernel ---------------------------------------------------------------------------
 def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: int
                      ) -> ir.Function:
@@ -204,6 +249,7 @@ def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: in
     esz = bl.pt.byte_size
     accs = [[alloca(b, vty) for _ in range(nv)] for _ in range(mr)]
     zero = lu.const(vty, 0)
+    _prefetch_tile(b, c, bl, cm, cn)
     for row in accs:
         for slot in row:
             b.store(zero, slot, align=64)
@@ -236,6 +282,24 @@ def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: in
         _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
     b.ret_void()
     return fn
+
+
+def _prefetch_tile(b: ir.IRBuilder, c: ir.Value, bl: Blocking, cm: int, cn: int) -> None:
+    """Prefetch the C tile (for writing) so its cache misses overlap the k loop."""
+    if cn != 1:
+        return
+    fnty = ir.FunctionType(lu.VOID, [lu.PTR, lu.I32, lu.I32, lu.I32])
+    fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(b.module, fnty,
+                                                                 "llvm.prefetch.p0")
+    row_bytes = bl.nr * bl.pt.byte_size
+    for i in range(bl.mr):
+        for off in range(0, row_bytes + 63, 64):
+            elem = min(off, row_bytes - 1) // bl.pt.byte_size
+            # not `inbounds`: rows past an edge tile's end may lie outside C (a prefetch
+            # never faults)
+            ptr = b.gep(c, [i64(i * cm + elem)], source_etype=bl.ety)
+            b.call(fn, [ptr, ir.Constant(lu.I32, 1),
+                        ir.Constant(lu.I32, 3), ir.Constant(lu.I32, 1)])
 
 
 def _store_tile_vectors(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
@@ -271,48 +335,71 @@ def _store_tile_scalar(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
 
 
 # ---- tiny problems and matrix-vector -------------------------------------------------------
+def simple_loop_order(m: int, n: int, k: int, a_st: tuple[int, int], b_st: tuple[int, int],
+                      c_st: tuple[int, int]) -> str:
+    """The plain nest's form: 'dot' (k innermost, needs A and B contiguous along k), 'axpy_n'
+    (n innermost, B and C contiguous along n) or 'axpy_m' (m innermost, A and C contiguous
+    along m); the longest contiguous innermost loop wins (ties: axpy_n, dot, axpy_m)."""
+    (am, ak), (bk, bn), (cm, cn) = a_st, b_st, c_st
+    forms = [("axpy_n", n, bn == 1 and cn == 1), ("dot", k, ak == 1 and bk == 1),
+             ("axpy_m", m, am == 1 and cm == 1)]
+    best = max(forms, key=lambda f: (f[2], f[1] > 1, f[1]))
+    return best[0]
+
+
 def emit_simple_gemm(module: ir.Module, name: str, pt: PrimitiveType, m: int, n: int, k: int,
                      a_st: tuple[int, int], b_st: tuple[int, int], c_st: tuple[int, int],
                      accumulate: bool) -> ir.Function:
-    """`void name(ptr a, ptr b, ptr c)`: one (unbatched) C (+)= A @ B by a plain loop nest.
-
-    n == 1 is a dot product per row with a reassociating (vectorisable) accumulator; otherwise
-    the nest is i, k, j (an axpy of B's row k into C's row i, vectorised along j when B and C
-    are contiguous along n). Any sizes (zeros included) and strides."""
+    """`void name(ptr a, ptr b, ptr c)`: one (unbatched) C (+)= A @ B by a plain loop nest in
+    the form `simple_loop_order` picks: a dot product per element with a reassociating
+    (vectorisable) accumulator, or an axpy along n (rows of B into rows of C) or along m
+    (columns of A into columns of C). Any sizes (zeros included) and strides."""
     fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.PTR], noalias=(0, 1, 2))
     ap, bp, cp = fn.args
     ety, esz = lu.value_type(pt), pt.byte_size
     (am, ak), (bk, bn), (cm, cn) = a_st, b_st, c_st
     zero = lu.const(ety, 0)
-    if n == 1:
-        with lu.for_range(b, i64(m), name="i") as i:
-            acc = alloca(b, ety, esz)
+    form = simple_loop_order(m, n, k, a_st, b_st, c_st)
+
+    def ld(base: ir.Value, i: ir.Value, si: int, j: ir.Value, sj: int) -> ir.Value:
+        return _load(b, base, b.add(b.mul(i, i64(si)), b.mul(j, i64(sj))), ety, esz)
+
+    if form == "dot":
+        acc = alloca(b, ety, esz)
+        with lu.for_range(b, i64(m), name="i") as i, lu.for_range(b, i64(n), name="j") as j:
             b.store(zero, acc)
             with lu.for_range(b, i64(k), name="k") as kk:
-                x = _load(b, ap, b.add(b.mul(i, i64(am)), b.mul(kk, i64(ak))), ety, esz)
-                y = _load(b, bp, b.mul(kk, i64(bk)), ety, esz)
-                s = b.fadd(b.load(acc, typ=ety), b.fmul(x, y, flags=FAST), flags=FAST)
-                b.store(s, acc)
-            off = b.mul(i, i64(cm))
+                prod = b.fmul(ld(ap, i, am, kk, ak), ld(bp, kk, bk, j, bn), flags=FAST)
+                b.store(b.fadd(b.load(acc, typ=ety), prod, flags=FAST), acc)
+            off = b.add(b.mul(i, i64(cm)), b.mul(j, i64(cn)))
             r = b.load(acc, typ=ety)
             if accumulate:
                 r = b.fadd(_load(b, cp, off, ety, esz), r)
             _store(b, r, cp, off, esz)
         b.ret_void()
         return fn
-    with lu.for_range(b, i64(m), name="i") as i:
-        crow = gep(b, cp, b.mul(i, i64(cm)), ety)
+    # axpy forms: `outer` is the C dim not vectorised, `inner` the contiguous one
+    if form == "axpy_n":
+        outer, inner, so_a, so_c, si_b, si_c = m, n, am, cm, bn, cn
+    else:
+        outer, inner, so_a, so_c, si_b, si_c = n, m, bn, cn, am, cm
+    with lu.for_range(b, i64(outer), name="o") as o:
+        cline = gep(b, cp, b.mul(o, i64(so_c)), ety)
         if not accumulate:
-            with lu.for_range(b, i64(n), name="z") as j:
-                _store(b, zero, crow, b.mul(j, i64(cn)), esz)
+            with lu.for_range(b, i64(inner), name="z") as j:
+                _store(b, zero, cline, b.mul(j, i64(si_c)), esz)
         with lu.for_range(b, i64(k), name="k") as kk:
-            x = _load(b, ap, b.add(b.mul(i, i64(am)), b.mul(kk, i64(ak))), ety, esz)
-            brow = gep(b, bp, b.mul(kk, i64(bk)), ety)
-            with lu.for_range(b, i64(n), name="j") as j:
-                co = b.mul(j, i64(cn))
-                y = _load(b, brow, b.mul(j, i64(bn)), ety, esz)
-                s = b.fadd(_load(b, crow, co, ety, esz), b.fmul(x, y, flags=("contract",)),
+            if form == "axpy_n":  # x = A[o, kk]; C[o, :] += x * B[kk, :]
+                x = ld(ap, o, so_a, kk, ak)
+                line = gep(b, bp, b.mul(kk, i64(bk)), ety)
+            else:  # x = B[kk, o]; C[:, o] += A[:, kk] * x
+                x = ld(bp, o, so_a, kk, bk)
+                line = gep(b, ap, b.mul(kk, i64(ak)), ety)
+            with lu.for_range(b, i64(inner), name="j") as j:
+                co = b.mul(j, i64(si_c))
+                y = _load(b, line, b.mul(j, i64(si_b)), ety, esz)
+                s = b.fadd(_load(b, cline, co, ety, esz), b.fmul(x, y, flags=("contract",)),
                            flags=("contract",))
-                _store(b, s, crow, co, esz)
+                _store(b, s, cline, co, esz)
     b.ret_void()
     return fn

@@ -85,14 +85,17 @@ class BufferAllocation:
 
     @property
     def is_readonly(self) -> bool:
+        """A non-donated entry parameter or a constant: never written."""
         return (self.is_entry_computation_parameter and not self.aliased_with_output) \
             or self.is_constant
 
     @property
     def is_preallocated_temp(self) -> bool:
+        """The combined temp block the runtime allocates per execution."""
         return self.kind == TEMP
 
     def add(self, buf: LogicalBuffer, offset: int, size: int) -> None:
+        """Place `buf` at `offset` (each buffer at most once)."""
         if buf in self.assigned:
             raise VerificationError(f"buffer {buf} assigned twice to allocation {self.index}")
         self.assigned[buf] = (offset, size)
@@ -111,9 +114,11 @@ class Slice:
 
     @property
     def index(self) -> int:
+        """The allocation's index."""
         return self.allocation.index
 
     def key(self) -> tuple[int, int, int]:
+        """(allocation index, offset, size): equality and hashing."""
         return (self.allocation.index, self.offset, self.size)
 
     def __eq__(self, other: object) -> bool:
@@ -156,15 +161,18 @@ class BufferAssignment:
 
     # ---- queries -----------------------------------------------------------------------------
     def has_allocation(self, buf: LogicalBuffer) -> bool:
+        """False for buffers of fused or unreachable computations."""
         return buf in self._alloc_of
 
     def allocation_of(self, buf: LogicalBuffer) -> BufferAllocation:
+        """The allocation holding `buf`; VerificationError if it has none."""
         try:
             return self._alloc_of[buf]
         except KeyError:
             raise VerificationError(f"buffer {buf} has no allocation") from None
 
     def buffer_slice(self, buf: LogicalBuffer) -> Slice:
+        """The slice of one LogicalBuffer."""
         alloc = self.allocation_of(buf)
         off, size = alloc.assigned[buf]
         return Slice(alloc, off, size)
@@ -191,10 +199,12 @@ class BufferAssignment:
 
     def shares_slice(self, a: HloInstruction, b: HloInstruction,
                      a_index: ShapeIndex = (), b_index: ShapeIndex = ()) -> bool:
+        """XLA's SharesSliceAtIndex: both positions have the same unique slice."""
         return self.slice_of(a, a_index) == self.slice_of(b, b_index)
 
     @property
     def temp_allocations(self) -> list[BufferAllocation]:
+        """The combined temp allocation(s), one per color."""
         return [a for a in self.allocations if a.is_preallocated_temp]
 
     def stats(self) -> dict[str, int]:
@@ -405,19 +415,34 @@ def _first_fit(used: list[tuple[int, int]], size: int, alignment: int, limit: in
 
 def _peak_buffers(groups: list[HeapBuffer], live: LiveRanges) -> list[LogicalBuffer]:
     """The buffers live at the time the packed groups use the most bytes."""
-    events = sorted({iv.start for g in groups for iv in g.intervals})
-    best_t, best = 0, -1
-    for t in events:
-        total = sum(g.size for g in groups if any(iv.start <= t <= iv.end for iv in g.intervals))
-        if total > best:
-            best_t, best = t, total
+    peak_t = _peak_time(groups)
     out: list[LogicalBuffer] = []
     for g in groups:
         for m in g.members:
             assert isinstance(m, AliasSet)
-            if any(iv.start <= best_t <= iv.end for iv in live.set_intervals(m)):
+            if any(iv.start <= peak_t <= iv.end for iv in live.set_intervals(m)):
                 out += m.buffers
     return out
+
+
+def _peak_time(groups: list[HeapBuffer]) -> int:
+    events: list[tuple[int, int]] = []
+    for g in groups:
+        covered: list[tuple[int, int]] = []
+        for iv in sorted(g.intervals, key=lambda iv: iv.start):
+            if covered and iv.start <= covered[-1][1] + 1:
+                covered[-1] = (covered[-1][0], max(covered[-1][1], iv.end))
+            else:
+                covered.append((iv.start, iv.end))
+        for a, b in covered:
+            events += [(a, g.size), (b + 1, -g.size)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    live = best = best_t = 0
+    for t, delta in events:
+        live += delta
+        if live > best:
+            best, best_t = live, t
+    return best_t
 
 
 def _round_up(x: int, a: int) -> int:

@@ -131,18 +131,29 @@ def report_text(ba: BufferAssignment) -> str:
 
 
 def report_json(ba: BufferAssignment) -> dict[str, Any]:
-    """{"module", "alignment", "allocations": [...], "stats": {...}} with each allocation's
-    kind, size, color, flags and assigned buffers (instruction, computation, shape_index,
-    offset, size)."""
+    """{"module", "alignment", "allocations": [...], "stats": {...}, "timeline": [...]} with
+    each allocation's kind, size, color, flags and assigned buffers (id, instruction,
+    computation, opcode, shape_index, shape, offset, size and, under a total order, "live": the
+    [start, end] logical-time intervals its storage is occupied). "timeline" names the
+    instruction at each logical time (absent without a total order)."""
+    live = ba.live_ranges
+
+    def describe(b: Any, off: int, size: int) -> dict[str, Any]:
+        d = {"id": b.id, "instruction": b.instruction.name, "computation": b.computation.name,
+             "opcode": b.instruction.opcode.text, "shape_index": list(b.index),
+             "shape": b.shape.to_text(), "offset": off, "size": size}
+        if live is not None:  # for memory timelines: when the slot is occupied
+            d["live"] = [[iv.start, iv.end]
+                         for iv in live.set_intervals(ba.dataflow.alias_set(b))]
+        return d
+
     allocs = []
     for alloc in ba.allocations:
         entry: dict[str, Any] = {
             "index": alloc.index, "kind": alloc.kind, "size": alloc.size, "color": alloc.color,
             "maybe_live_out": alloc.maybe_live_out, "is_tuple": alloc.is_tuple,
             "readonly": alloc.is_readonly,
-            "assigned": [{"instruction": b.instruction.name, "computation": b.computation.name,
-                          "opcode": b.instruction.opcode.text, "shape_index": list(b.index),
-                          "offset": off, "size": size}
+            "assigned": [describe(b, off, size)
                          for b, (off, size) in sorted(alloc.assigned.items(),
                                                       key=lambda kv: kv[0].id)]}
         if alloc.is_entry_computation_parameter:
@@ -151,5 +162,8 @@ def report_json(ba: BufferAssignment) -> dict[str, Any]:
         if alloc.heap is not None:
             entry["heap_algorithm"] = alloc.heap.algorithm
         allocs.append(entry)
-    return {"module": ba.module.name, "alignment": ba.alignment, "allocations": allocs,
-            "stats": compute_stats(ba)}
+    out: dict[str, Any] = {"module": ba.module.name, "alignment": ba.alignment,
+                           "allocations": allocs, "stats": compute_stats(ba)}
+    if live is not None:
+        out["timeline"] = [inst.name for inst in live.sequence]
+    return out

@@ -74,6 +74,7 @@ class CopyInsertion:
     name = "copy_insertion"
 
     def run(self, module: HloModule) -> bool:
+        """Insert (and prune) copies; True when the module changed."""
         flattened = FlattenCallGraph().run(module)
         added: list[_Added] = []
         special = 0

@@ -45,11 +45,13 @@ class LogicalBuffer:
 
     @property
     def computation(self) -> HloComputation:
+        """The computation of the defining instruction."""
         assert self.instruction.parent is not None
         return self.instruction.parent
 
     @property
     def is_tuple(self) -> bool:
+        """True for a tuple's index table."""
         return self.shape.is_tuple
 
     def __repr__(self) -> str:
@@ -75,10 +77,12 @@ class AliasSet:
 
     @property
     def size(self) -> int:
+        """Bytes the shared storage needs (the largest member)."""
         return max(b.size for b in self.buffers)
 
     @property
     def color(self) -> int:
+        """Memory space of the set (its first buffer's)."""
         return self.buffers[0].color
 
     def __repr__(self) -> str:
@@ -361,6 +365,7 @@ class DataflowAnalysis:
         self.callers = call_sites(module)
         self.buffers: list[LogicalBuffer] = []
         self._defined: dict[tuple[int, ShapeIndex], LogicalBuffer] = {}
+        self._defined_by: dict[int, list[LogicalBuffer]] = {}
         self._points_to: dict[int, PointsTo] = {}
         self._order = [(c, c.post_order()) for c in module.computations_post_order()]
         self._define_buffers()
@@ -401,6 +406,7 @@ class DataflowAnalysis:
                                         sub.byte_size(self.pointer_size), color)
                     self.buffers.append(buf)
                     self._defined[(inst.uid, idx)] = buf
+                    self._defined_by.setdefault(inst.uid, []).append(buf)
                     pts[idx] = frozenset((buf,))
                 self._points_to[inst.uid] = pts
 
@@ -540,7 +546,7 @@ class DataflowAnalysis:
 
     def defines(self, inst: HloInstruction) -> list[LogicalBuffer]:
         """Every buffer `inst` defines."""
-        return [b for (uid, _), b in self._defined.items() if uid == inst.uid]
+        return list(self._defined_by.get(inst.uid, ()))
 
     def positions(self, buf: LogicalBuffer) -> list[tuple[HloInstruction, ShapeIndex]]:
         """Every (instruction, index) where `buf` may appear (XLA's BufferAliases)."""
@@ -556,9 +562,11 @@ class DataflowAnalysis:
         return self._set_of[buf]
 
     def must_alias(self, a: LogicalBuffer, b: LogicalBuffer) -> bool:
+        """True when `a` and `b` are in one alias set (must share storage)."""
         return self._set_of[a] is self._set_of[b]
 
     def is_live_out(self, buf: LogicalBuffer) -> bool:
+        """True when `buf` may appear in the entry computation's result."""
         return buf in self.live_out
 
 

@@ -44,6 +44,7 @@ class FlattenCallGraph:
     name = "flatten_call_graph"
 
     def run(self, module: HloModule) -> bool:
+        """Clone shared control-flow callees; True when anything was cloned."""
         if module.entry is None:
             return False
         changed = False

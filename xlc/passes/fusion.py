@@ -5,11 +5,12 @@ Requires a module whose computations are in topological order (the verifier's in
 Guarantees: numerics unchanged; in every non-fusion, non-embedded computation (entry, while
 bodies and conditions, conditional branches, call targets) loop-fusible producers (elementwise
 ops, broadcast, reshape, transpose, slice, pad, concatenate, iota, dynamic-slice, reverse, copy,
-bitcast, scalar constants) are cloned into their consumers, which become `fusion` instructions of
-kind `kLoop` (elementwise / data-movement root) or `kInput` (reduce or reduce-window root, at
-most one reduction per fusion). Dots, convolutions, sorts, custom-calls, control flow, gathers,
-scatters, rngs and reductions are never fused as producers; expensive producers are never
-duplicated; in-place dynamic-update-slice roots keep their buffer operand unfused; fusions stay
+bitcast, scalar constants) are cloned into their consumers, which become `fusion` instructions
+of kind `kLoop` (elementwise / data-movement root) or `kInput` (a reduce root, variadic ones
+included, or reduce-window with `fuse_reduce_window`; one reduction per fusion). Dots,
+convolutions, sorts, custom-calls, control flow, gathers, scatters, rngs and reductions are
+never fused as producers; expensive producers are never duplicated nor recomputed per reused
+element; in-place dynamic-update-slice roots keep their buffer operand unfused; fusions stay
 within `max_fusion_operands` (operands + outputs) and `max_fusion_instructions`.
 
 The algorithm (XLA): visit consumers in reverse post order; for a consumer, try its operands in
@@ -66,22 +67,26 @@ def fusion_priority(producer: HloInstruction, consumer: HloInstruction) -> int:
 
 
 def creates_cycle(producer: HloInstruction, consumer: HloInstruction) -> bool:
-    """Fusing a direct operand into its consumer cannot create a cycle: every path from the
-    producer to the consumer ends at the consumer, which now contains the producer's clone, and
-    a duplicated producer keeps feeding its other users. Kept as a named check so the decision
-    reads like XLA's (multi-output fusion has the real check)."""
+    """Could fusing `producer` into `consumer` create a cycle? Only when it is not a direct
+    operand: fusing a direct operand moves the producer's operands onto the fusion, and a
+    duplicated producer keeps feeding its other users, so every path still runs forward.
+    (Multi-output fusion, which merges unrelated instructions, checks reachability instead.)"""
     return not any(o is producer for o in consumer.operands)
 
 
 class InstructionFusion:
     """Producer -> consumer loop and input fusion (see the module docstring).
 
-    `run(module) -> bool` reports whether anything fused."""
+    Options: `max_fusion_operands` (operands + outputs) and `max_fusion_instructions` bound a
+    fusion; `allow_duplication=False` never clones a producer that has other users;
+    `fuse_reduce_window=True` lets reduce-window root kInput fusions (off by default: only the
+    CPU backend has an emitter for them today); `fuse_dynamic_update_slice=False` keeps
+    dynamic-update-slices unfused. `run(module) -> bool` reports whether anything fused."""
 
     name = "fusion"
 
     def __init__(self, max_fusion_operands: int = 64, max_fusion_instructions: int = 256,
-                 allow_duplication: bool = True, fuse_reduce_window: bool = True,
+                 allow_duplication: bool = True, fuse_reduce_window: bool = False,
                  fuse_dynamic_update_slice: bool = True):
         self.max_fusion_operands = max_fusion_operands
         self.max_fusion_instructions = max_fusion_instructions

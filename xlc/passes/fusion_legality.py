@@ -37,6 +37,12 @@ def _small_concat(inst: HloInstruction) -> bool:
     return len(inst.operands) <= MAX_CONCAT_OPERANDS
 
 
+def _same_width_bitcast_convert(inst: HloInstruction) -> bool:
+    """Only element-for-element bitcast-converts (equal bit widths) are elementwise."""
+    src, dst = inst.operands[0].shape.element_type, inst.shape.element_type
+    return src is not None and dst is not None and src.bit_width == dst.bit_width
+
+
 # Non-elementwise opcodes that may be cloned into a fused loop as producers (XLA's loop-fusible
 # data-movement ops). Never: dot, convolution, sort, custom-call, control flow, gather, scatter,
 # rng, reduce (only ever a fusion root here), dynamic-update-slice (kept in place), fusion.
@@ -51,13 +57,19 @@ _PRODUCER_RULES: dict[Opcode, Callable[[HloInstruction], bool]] = {
     Opcode.REVERSE: _always,
     Opcode.IOTA: _always,
     Opcode.COPY: _always,
-    Opcode.BITCAST_CONVERT: _always,
+    Opcode.BITCAST_CONVERT: _same_width_bitcast_convert,
     Opcode.CONCATENATE: _small_concat,
     Opcode.CONSTANT: _is_scalar_constant,  # large constants stay constant allocations
 }
 
 
-def _single_output_reduce(inst: HloInstruction) -> bool:
+def _array_outputs(inst: HloInstruction) -> bool:
+    """An array, or a flat tuple of arrays (variadic reduce: the fusion's outputs)."""
+    shapes = inst.shape.tuple_shapes
+    return inst.shape.is_array or (shapes is not None and all(t.is_array for t in shapes))
+
+
+def _single_input(inst: HloInstruction) -> bool:
     return inst.shape.is_array and len(inst.operands) == 2
 
 
@@ -68,8 +80,8 @@ def _in_place_update(inst: HloInstruction) -> bool:
 # Non-fusion instructions that may root a new fusion, and the fusion kind they root. Loop
 # consumers are the loop-fusible producers with operands, plus dynamic-update-slice.
 _CONSUMER_KINDS: dict[Opcode, tuple[str, Callable[[HloInstruction], bool]]] = {
-    Opcode.REDUCE: (INPUT, _single_output_reduce),
-    Opcode.REDUCE_WINDOW: (INPUT, _single_output_reduce),
+    Opcode.REDUCE: (INPUT, _array_outputs),  # variadic (argmax) too, as the sole root
+    Opcode.REDUCE_WINDOW: (INPUT, _single_input),
     Opcode.DYNAMIC_UPDATE_SLICE: (LOOP, _in_place_update),
 }
 
@@ -110,16 +122,17 @@ def is_loop_fusible_producer(inst: HloInstruction,
     return ok and not has_control_edges(inst, control_successors)
 
 
-def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = True,
+def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = False,
                          fuse_dynamic_update_slice: bool = True) -> str | None:
     """The fusion kind `inst` would root when producers are fused into it ("kLoop" or "kInput"),
     or None when it cannot absorb producers. A fusion answers its own kind when it is a loop or
-    input fusion (so producers can be merged into it)."""
+    input fusion (so producers can be merged into it). Reduce-window roots only with
+    `fuse_reduce_window` (a backend needs a reduce-window input-fusion emitter)."""
     op = inst.opcode
     if op is Opcode.FUSION:
         kind = inst.attrs.get("kind")
         return kind if kind in (LOOP, INPUT) else None
-    if not inst.shape.is_array or op.has_side_effect or not inst.operands:
+    if op.has_side_effect or not inst.operands:
         return None
     if op is Opcode.REDUCE_WINDOW and not fuse_reduce_window:
         return None
@@ -129,9 +142,12 @@ def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = True,
     if entry is not None:
         kind, rule = entry
         return kind if rule(inst) else None
-    if op.is_elementwise or op in _PRODUCER_RULES:
+    if not inst.shape.is_array:
+        return None
+    if op.is_elementwise:
         return LOOP
-    return None
+    producer_rule = _PRODUCER_RULES.get(op)
+    return LOOP if producer_rule is not None and producer_rule(inst) else None
 
 
 # ---- operand reuse ----------------------------------------------------------------------------
@@ -254,9 +270,9 @@ def effectively_at_most_unary(inst: HloInstruction) -> bool:
     rank = inst.shape.rank
     big = 0
     for o in inst.operands:
-        if o.opcode in _PRODUCER_RULES and not o.operands:  # iota, constant
+        if o.opcode is Opcode.BROADCAST or o.opcode is Opcode.IOTA or _is_scalar_constant(o):
             continue
-        if o.opcode is Opcode.BROADCAST or not o.shape.is_array:
+        if not o.shape.is_array:
             continue
         if o.shape.rank >= rank:
             big += 1
@@ -290,12 +306,17 @@ def iteration_dims(inst: HloInstruction) -> tuple[int, ...] | None:
 
 
 def compatible_heroes(insts: Iterable[HloInstruction]) -> bool:
-    """Can one loop nest emit all these roots? All iteration spaces equal, and all reductions
-    reduce the same dimensions."""
+    """Can one loop nest emit all these roots? All iteration spaces equal, all reductions are
+    single-output `reduce`s over the same dimensions (no reduce-window in a multi-output
+    fusion)."""
     dims: set[tuple[int, ...] | None] = set()
     reduce_dims: set[tuple] = set()
     for inst in insts:
         for r in roots(inst):
+            if r.opcode is not Opcode.REDUCE and r.opcode.category == "reduce":
+                return False  # reduce-window / select-and-scatter roots stay single-output
+            if r.opcode is Opcode.REDUCE and not r.shape.is_array:
+                return False  # variadic reduce
             dims.add(iteration_dims(r))
             if r.opcode.category == "reduce":
                 reduce_dims.add((r.opcode, r.attrs.get("dimensions"), r.attrs.get("window")))

@@ -7,6 +7,7 @@
   `get-tuple-element`.
 - `merge_sibling_fusions(a, b)`: fold fusion `b` into fusion `a` (outputs concatenated, shared
   operands read once).
+- `fusion_counts(module)`: fusions per kind, for reports.
 
 Guarantees after each call: fused parameters are numbered in the fusion's operand order, operands
 are deduplicated, the root shape equals the fusion shape, `module.computations` keeps callees
@@ -216,13 +217,12 @@ def _append_outputs(fusion: HloInstruction, values: list[HloInstruction]) -> int
     return first
 
 
-def _redirect_to_outputs(old: HloInstruction, fusion: HloInstruction, first: int,
-                         exclude: HloInstruction | None = None) -> None:
-    """Every use of `old` (except by `exclude`) now reads `fusion` outputs starting at `first`:
-    a get-tuple-element of `old` is retargeted, other users of an array `old` get a new GTE."""
+def _redirect_to_outputs(old: HloInstruction, fusion: HloInstruction, first: int) -> None:
+    """Every use of `old` (and its root slot) now reads `fusion` outputs starting at `first`:
+    a get-tuple-element of a tuple-shaped `old` is retargeted, other users get new GTEs."""
     comp = fusion.parent
     assert comp is not None
-    users = [u for u in old.users if u is not exclude]
+    users = list(old.users)
     if old.shape.is_tuple:
         for u in users:
             if u.opcode is Opcode.GET_TUPLE_ELEMENT:
@@ -313,6 +313,22 @@ def merge_sibling_fusions(a: HloInstruction, b: HloInstruction,
     if finalize:
         finalize_fusion(a)
     return a
+
+
+def fusion_counts(module: HloModule) -> dict[str, int]:
+    """Fusion instructions per kind in the module's non-fusion computations, plus "total" and
+    "multi_output" (tuple-shaped fusions); for reports comparing with XLA's fusion counts."""
+    counts: dict[str, int] = {"total": 0, "multi_output": 0}
+    for comp in module.computations:
+        if comp.is_fusion_computation:
+            continue
+        for inst in comp.instructions:
+            if inst.opcode is Opcode.FUSION:
+                kind = str(inst.attrs.get("kind", "kLoop"))
+                counts[kind] = counts.get(kind, 0) + 1
+                counts["total"] += 1
+                counts["multi_output"] += int(inst.shape.is_tuple)
+    return counts
 
 
 def invalidate_schedule(module: HloModule) -> None:

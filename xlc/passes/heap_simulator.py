@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.dataflow import AliasSet, DataflowAnalysis, can_share_operand_buffer
@@ -36,9 +38,11 @@ class Chunk:
 
     @property
     def end(self) -> int:
+        """One past the last byte."""
         return self.offset + self.size
 
     def overlaps(self, other: Chunk) -> bool:
+        """True when the byte ranges intersect."""
         return self.offset < other.end and other.offset < self.end
 
 
@@ -55,13 +59,16 @@ class HeapBuffer:
 
     @property
     def start(self) -> int:
+        """First time step of any interval."""
         return min(iv.start for iv in self.intervals)
 
     @property
     def end(self) -> int:
+        """Last time step of any interval."""
         return max(iv.end for iv in self.intervals)
 
     def overlaps(self, other: HeapBuffer) -> bool:
+        """True when some interval of each group shares a time step."""
         if self.start > other.end or other.start > self.end:
             return False
         return any(a.overlaps(b) for a in self.intervals for b in other.intervals)
@@ -76,6 +83,7 @@ class HeapResult:
     algorithm: str
 
     def fragmentation(self, buffers: Iterable[HeapBuffer]) -> int:
+        """Heap size minus the no-fragmentation peak of `buffers`."""
         return self.heap_size - no_fragmentation_peak(buffers)
 
 
@@ -105,35 +113,46 @@ def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: in
     if alignment < 1:
         raise ValueError(f"alignment must be positive, got {alignment}")
     items = sorted(buffers, key=ORDERS[order])
-    placed: list[tuple[HeapBuffer, Chunk]] = []
+    # placed groups as parallel arrays: time hull, chunk, and the group (for exact checks)
+    lo = np.empty(len(items), np.int64)
+    hi = np.empty(len(items), np.int64)
+    offs = np.empty(len(items), np.int64)
+    ends = np.empty(len(items), np.int64)
+    placed: list[HeapBuffer] = []
     chunks: dict[int, Chunk] = {}
     heap_size = 0
     for buf in items:
         if buf.size == 0:
             chunks[buf.key] = Chunk(0, 0)
             continue
-        used = sorted((c for other, c in placed if c.size and buf.overlaps(other)),
-                      key=lambda c: c.offset)
+        b_lo, b_hi = buf.start, buf.end
+        n = len(placed)
+        hits = np.nonzero((lo[:n] <= b_hi) & (hi[:n] >= b_lo))[0]
+        multi = len(buf.intervals) > 1
+        used = sorted(((int(offs[i]), int(ends[i])) for i in hits
+                       if not (multi or len(placed[i].intervals) > 1)
+                       or buf.overlaps(placed[i])), key=lambda c: c[0])
         offset = _best_fit(used, buf.size, alignment)
         chunk = Chunk(offset, buf.size)
         chunks[buf.key] = chunk
-        placed.append((buf, chunk))
+        lo[n], hi[n], offs[n], ends[n] = b_lo, b_hi, offset, chunk.end
+        placed.append(buf)
         heap_size = max(heap_size, chunk.end)
     return HeapResult(chunks, heap_size, order)
 
 
-def _best_fit(used: list[Chunk], size: int, alignment: int) -> int:
-    """Smallest aligned gap between `used` chunks (sorted by offset) that fits `size`, else the
-    aligned end of the highest one."""
+def _best_fit(used: list[tuple[int, int]], size: int, alignment: int) -> int:
+    """Smallest aligned gap between `used` (offset, end) chunks, sorted by offset, that fits
+    `size`, else the aligned end of the highest one."""
     best: int | None = None
     best_gap = 0
     cursor = 0
-    for c in used:
-        if c.offset > cursor:
-            gap = c.offset - cursor
+    for off, end in used:
+        if off > cursor:
+            gap = off - cursor
             if gap >= size and (best is None or gap < best_gap):
                 best, best_gap = cursor, gap
-        cursor = max(cursor, _align(c.end, alignment))
+        cursor = max(cursor, _align(end, alignment))
     return best if best is not None else cursor
 
 

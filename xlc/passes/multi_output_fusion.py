@@ -24,11 +24,9 @@ from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.fusion_legality import (
     LOOP,
-    breaks_in_place_update,
     compatible_heroes,
     consumer_fusion_kind,
     fused_instruction_count,
-    fused_operand_count,
     in_place_operand,
     is_fusible_computation,
     is_loop_fusible_producer,
@@ -92,6 +90,13 @@ def _fusible_sibling(inst: HloInstruction) -> bool:
     return consumer_fusion_kind(inst) is not None
 
 
+def _exportable_producer(inst: HloInstruction) -> bool:
+    """A single-output loop fusion, or a loop-fusible op other than a constant."""
+    if inst.opcode is Opcode.FUSION:
+        return inst.attrs.get("kind") == LOOP and inst.shape.is_array
+    return inst.opcode is not Opcode.CONSTANT and is_loop_fusible_producer(inst)
+
+
 def _is_fusion_or_reduction(inst: HloInstruction) -> bool:
     return inst.opcode is Opcode.FUSION or inst.opcode.category == "reduce"
 
@@ -112,10 +117,11 @@ class MultiOutputFusion:
         self.producer_consumer = producer_consumer
 
     # ---- legality ---------------------------------------------------------------------------
-    def _limits_error(self, a: HloInstruction, b: HloInstruction, extra_outputs: int) -> str | None:
+    def _limits_error(self, a: HloInstruction, b: HloInstruction) -> str | None:
+        """Operands + outputs, instructions and reductions of the merged fusion (an exported
+        producer's single output is counted as one output)."""
         ops = unique_operands([a, b], exclude=[a, b])
-        if len(ops) + output_count(a) + output_count(b) + extra_outputs > \
-                self.max_fusion_operands:
+        if len(ops) + output_count(a) + output_count(b) > self.max_fusion_operands:
             return f"more than {self.max_fusion_operands} operands and outputs"
         if fused_instruction_count(a, b) > self.max_fusion_instructions:
             return f"more than {self.max_fusion_instructions} instructions"
@@ -128,23 +134,19 @@ class MultiOutputFusion:
         """Why `producer` cannot be fused into `consumer` and exported, or None."""
         if len(producer.users) < 2 and not producer.is_root:
             return "single-user producer (plain fusion's job)"
-        if not (producer.opcode is Opcode.FUSION and producer.attrs.get("kind") == LOOP
-                and producer.shape.is_array) and not (is_loop_fusible_producer(producer)
-                                                      and producer.opcode is not Opcode.CONSTANT):
+        if not _exportable_producer(producer):
             return "producer is not a single-output loop fusion or loop-fusible op"
         if consumer_fusion_kind(consumer) is None or not _is_fusion_or_reduction(consumer):
             return "consumer is not a loop/input fusion or reduction"
         if producer.shape.byte_size() < self.min_shared_bytes:
             return "producer buffer too small to be worth it"
-        if breaks_in_place_update(producer, consumer) or in_place_operand(producer) is not None:
+        if in_place_operand(consumer) is not None or in_place_operand(producer) is not None:
             return "in-place update"
         if not compatible_heroes([producer, consumer]):
             return "incompatible iteration spaces"
         if would_create_cycle(producer, consumer, reach):
             return "cycle"
-        if fused_operand_count(producer, consumer, export=True) > self.max_fusion_operands:
-            return f"more than {self.max_fusion_operands} operands and outputs"
-        return self._limits_error(producer, consumer, 0)
+        return self._limits_error(producer, consumer)
 
     def sibling_error(self, a: HloInstruction, b: HloInstruction, shared: HloInstruction,
                       reach: Reachability) -> str | None:
@@ -159,7 +161,7 @@ class MultiOutputFusion:
             return "cycle"
         if not compatible_heroes([a, b]):
             return "incompatible iteration spaces"
-        return self._limits_error(a, b, 0)
+        return self._limits_error(a, b)
 
     # ---- the loop ---------------------------------------------------------------------------
     def run(self, module: HloModule) -> bool:

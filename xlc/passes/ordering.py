@@ -255,6 +255,7 @@ class SequentialHloOrdering(HloOrdering):
         return self._fallback._executes_before_same(a, b)
 
     def sequential_order(self, comp: HloComputation) -> list[HloInstruction] | None:
+        """The scheduled sequence of `comp` (None for fused computations)."""
         return self.schedule.get(comp)
 
     def live_ranges(self, dataflow: DataflowAnalysis | None = None) -> LiveRanges:
@@ -296,6 +297,7 @@ class TimeInterval:
     end: int
 
     def overlaps(self, other: TimeInterval) -> bool:
+        """True when the (inclusive) intervals share a time step."""
         return self.start <= other.end and other.start <= self.end
 
 
@@ -324,6 +326,8 @@ class LiveRanges:
             if r is not None:
                 self.buffer_ranges[buf] = r
         self.gaps: dict[int, list[TimeInterval]] = {}
+        self._hull: dict[int, TimeInterval | None] = {}
+        self._intervals: dict[int, list[TimeInterval]] = {}
         self._find_loop_gaps()
 
     def _flatten(self, comp: HloComputation, depth: int) -> None:
@@ -372,15 +376,19 @@ class LiveRanges:
 
     def set_range(self, aset: AliasSet) -> TimeInterval | None:
         """Hull of the ranges of the set's buffers (None if none has a range)."""
+        if aset.id in self._hull:
+            return self._hull[aset.id]
         rs = [self.buffer_ranges[b] for b in aset.buffers if b in self.buffer_ranges]
-        if not rs:
-            return None
-        return TimeInterval(min(r.start for r in rs), max(r.end for r in rs))
+        hull = TimeInterval(min(r.start for r in rs), max(r.end for r in rs)) if rs else None
+        self._hull[aset.id] = hull
+        return hull
 
     def set_intervals(self, aset: AliasSet) -> list[TimeInterval]:
         """When the set's storage is occupied: its hull minus the loop gaps (inside a while
         body, after the last read of a carried element's old value and before the first
         definition of its new one, the slot holds nothing live)."""
+        if aset.id in self._intervals:
+            return list(self._intervals[aset.id])
         hull = self.set_range(aset)
         if hull is None:
             return []
@@ -392,7 +400,8 @@ class LiveRanges:
                         TimeInterval(gap.end + 1, last.end)]
             else:
                 out.append(last)
-        return out
+        self._intervals[aset.id] = out
+        return list(out)
 
     def _find_loop_gaps(self) -> None:
         df = self.dataflow

@@ -194,6 +194,7 @@ class MemoryScheduler:
         self.algorithm = algorithm
 
     def run(self, module: HloModule) -> bool:
+        """Schedule `module` (see the class docstring)."""
         if self.algorithm == "default":
             sched = default_memory_schedule(module)
         else:

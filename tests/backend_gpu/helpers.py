@@ -1,0 +1,34 @@
+"""Shared helpers for the GPU backend tests: compile corpus cases once per session."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+
+from xlc.backend_gpu import GpuExecutable, compile_gpu
+from xlc.backend_gpu import nvptx
+from xlc.hlo.parser import parse_module
+from xlc.options import CompileOptions
+
+requires_ptxas = pytest.mark.skipif(nvptx.ptxas_path() is None,
+                                    reason="ptxas is not on the PATH (CUDA toolkit missing)")
+
+
+def gpu_options(**kw: object) -> CompileOptions:
+    """Options for GPU compiles in tests (verification on)."""
+    return CompileOptions(backend="gpu", verify=True, **kw)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=None)
+def compiled_case(name: str, streams: int = 1, sm: int = 80) -> GpuExecutable:
+    """The corpus case `name` (module.hlo) compiled for the GPU (cached per session)."""
+    from corpus import load_case  # type: ignore[import-not-found]
+
+    case = load_case(name)
+    return compile_gpu(parse_module(case.module_text), gpu_options(gpu_streams=streams,
+                                                                   gpu_sm=sm))
+
+
+def compile_text(text: str, **kw: object) -> GpuExecutable:
+    """Compile HLO text for the GPU."""
+    return compile_gpu(parse_module(text), gpu_options(**kw))

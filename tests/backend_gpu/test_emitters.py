@@ -1,0 +1,179 @@
+"""GPU emitters: opcode coverage, error messages, and the PTX features each kernel family is
+meant to use (vector accesses, shuffles, shared memory, barriers, atomics), across dtypes."""
+from __future__ import annotations
+
+import pytest
+
+from tests.backend_gpu.helpers import compile_text, requires_ptxas
+from xlc.backend_gpu import compiler  # noqa: F401  (registers the emitters)
+from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emitter import EMITTERS, UNSUPPORTED
+from xlc.backend_gpu.thunks import KernelThunk
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.opcodes import Opcode
+
+
+def test_every_opcode_has_a_gpu_emitter_or_a_reason() -> None:
+    missing = [op.text for op in Opcode if op not in EMITTERS and op not in UNSUPPORTED]
+    assert missing == []
+    assert not set(EMITTERS) & set(UNSUPPORTED)
+
+
+def test_unsupported_opcode_names_the_instruction() -> None:
+    with pytest.raises(UnsupportedOpError,
+                       match=r"GPU backend cannot compile 'custom-call' target 'foo' "
+                             r"\(cc\): custom-call targets are not supported"):
+        compile_text("""
+HloModule m
+ENTRY e {
+  p = f32[8] parameter(0)
+  ROOT cc = f32[8] custom-call(p), custom_call_target="foo"
+}
+""")
+
+
+def _kernels(exe: object) -> list[KernelThunk]:
+    return [t for t in exe.all_thunks() if isinstance(t, KernelThunk)]  # type: ignore[attr-defined]
+
+
+def test_loop_fusion_uses_128bit_loads_and_stores() -> None:
+    exe = compile_text("""
+HloModule m
+ENTRY e {
+  a = f32[256,128] parameter(0)
+  b = f32[256,128] parameter(1)
+  m = f32[256,128] multiply(a, b)
+  ROOT r = f32[256,128] tanh(m)
+}
+""")
+    assert "ld.global.nc.v4" in exe.ptx and "st.global.v4" in exe.ptx
+    (k,) = _kernels(exe)
+    assert k.block == (128, 1, 1) and k.grid == (256 * 128 // 4 // 128, 1, 1)
+
+
+def test_odd_sized_loop_is_scalar_and_grid_strided() -> None:
+    exe = compile_text("""
+HloModule m
+ENTRY e {
+  a = f32[1001] parameter(0)
+  ROOT r = f32[1001] exponential(a)
+}
+""")
+    assert "ld.global.nc.v4" not in exe.ptx and "nctaid.x" in exe.ptx
+    (k,) = _kernels(exe)
+    assert k.grid == (8, 1, 1) and k.block == (128, 1, 1)
+
+
+ROW_REDUCE = """
+HloModule m
+add {
+  x = {t}[] parameter(0)
+  y = {t}[] parameter(1)
+  ROOT s = {t}[] add(x, y)
+}
+ENTRY e {
+  a = {t}[64,1000] parameter(0)
+  z = {t}[] constant(0)
+  ROOT r = {t}[64] reduce(a, z), dimensions={1}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("t", ["f32", "f64", "f16", "bf16", "s32", "s64", "s8"])
+def test_row_reduction_uses_warp_shuffles_and_shared_memory(t: str) -> None:
+    exe = compile_text(ROW_REDUCE.replace("{t}", t))
+    assert "shfl.sync.bfly.b32" in exe.ptx and "bar.sync" in exe.ptx
+    assert ".shared" in exe.ptx
+    (k,) = _kernels(exe)
+    assert k.grid == (64, 1, 1) and k.block == (256, 1, 1)
+    if nvptx.ptxas_path():
+        nvptx.ptxas(exe.ptx, 80)
+
+
+def test_column_reduction_is_one_thread_per_output() -> None:
+    exe = compile_text(ROW_REDUCE.replace("{t}", "f32").replace("dimensions={1}",
+                                                                "dimensions={0}")
+                       .replace("f32[64] reduce", "f32[1000] reduce"))
+    (k,) = _kernels(exe)
+    assert k.grid == (8, 1, 1) and k.block == (128, 1, 1)
+    assert "shfl" not in exe.ptx
+
+
+@pytest.mark.parametrize("t,acc", [("f32", "fma.rn.f32"), ("f16", "fma.rn.f32"),
+                                   ("f64", "fma.rn.f64"), ("s32", "mad.lo.s32")])
+def test_dot_is_a_tiled_shared_memory_gemm(t: str, acc: str) -> None:
+    exe = compile_text(f"""
+HloModule m
+ENTRY e {{
+  a = {t}[8,100,70] parameter(0)
+  b = {t}[8,70,50] parameter(1)
+  ROOT d = {t}[8,100,50] dot(a, b), lhs_batch_dims={{0}}, rhs_batch_dims={{0}},
+      lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}
+}}
+""")
+    (k,) = _kernels(exe)
+    assert k.block == (16, 16, 1) and k.grid == (4, 7, 8)
+    assert ".shared" in exe.ptx and "bar.sync" in exe.ptx and acc in exe.ptx
+    if nvptx.ptxas_path():
+        nvptx.ptxas(exe.ptx, 80)
+
+
+def test_scatter_add_uses_atomics() -> None:
+    exe = compile_text("""
+HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  o = f32[100,8] parameter(0)
+  i = s32[50,1] parameter(1)
+  u = f32[50,8] parameter(2)
+  ROOT s = f32[100,8] scatter(o, i, u), update_window_dims={1}, inserted_window_dims={0},
+      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+""")
+    assert "atom.global.add.f32" in exe.ptx or "red.global.add.f32" in exe.ptx
+    assert [t.kind for t in exe.thunks.thunks] == ["d2d_copy", "kernel"]
+
+
+@requires_ptxas
+@pytest.mark.parametrize("t", ["f16", "bf16", "f64", "s8", "u16", "pred", "c64"])
+def test_elementwise_ops_assemble_for_every_dtype(t: str) -> None:
+    op = "and" if t == "pred" else ("add" if t == "c64" else "maximum")
+    exe = compile_text(f"""
+HloModule m
+ENTRY e {{
+  a = {t}[33,17] parameter(0)
+  b = {t}[33,17] parameter(1)
+  c = {t}[33,17] {op}(a, b)
+  ROOT r = {t}[17,33] transpose(c), dimensions={{1,0}}
+}}
+""")
+    nvptx.ptxas(exe.ptx, 80)
+
+
+@requires_ptxas
+def test_sort_and_topk_kernels() -> None:
+    exe = compile_text("""
+HloModule m
+lt {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[16,300] parameter(0)
+  y = s32[16,300] iota(), iota_dimension=1
+  s = (f32[16,300], s32[16,300]) sort(x, y), dimensions={1}, to_apply=lt
+  t = (f32[16,3], s32[16,3]) topk(x), k=3, largest=true
+  ROOT r = ((f32[16,300], s32[16,300]), (f32[16,3], s32[16,3])) tuple(s, t)
+}
+""", fusion=False)
+    ks = {t.hlo: t for t in _kernels(exe)}
+    assert ks["s"].grid == (16, 1, 1) and ks["s"].block == (256, 1, 1)
+    assert ks["s"].shared_bytes == 512 * 12
+    nvptx.ptxas(exe.ptx, 80)

@@ -1,0 +1,235 @@
+"""The generated GEMM (xlc.codegen.gemm) against numpy: packed and plain paths, edge sizes,
+transposed and batched operands, strided outputs, accumulation, f64, thread counts; plus the
+emitted function's signature, scratch sizing and error messages."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from tests.conftest import CORPUS, requires_corpus
+
+from xlc.codegen import gemm as G
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.gemm import GemmSpec, compile_gemm, scratch_bytes, use_simple
+from xlc.errors import ArgumentError, UnsupportedOpError
+from xlc.hlo.shape import PrimitiveType as P
+
+RNG = np.random.default_rng(1234)
+
+
+def _operands(m: int, n: int, k: int, batch: int | None, dt: type, ta: bool = False,
+              tb: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Random A (m x k) and B (k x n), optionally as transposed views, optionally batched."""
+    lead = () if batch is None else (batch,)
+    a = RNG.standard_normal(lead + ((k, m) if ta else (m, k))).astype(dt)
+    b = RNG.standard_normal(lead + ((n, k) if tb else (k, n))).astype(dt)
+    return (np.swapaxes(a, -1, -2) if ta else a), (np.swapaxes(b, -1, -2) if tb else b)
+
+
+def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, c0: np.ndarray | None = None) -> None:
+    """c == a @ b (+ c0) within 8 sqrt(K) eps |A||B| (the usual floating-point dot bound)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = a64 @ b64 + (0 if c0 is None else c0)
+    k = a.shape[-1]
+    eps = np.finfo(a.dtype).eps
+    bound = 8 * np.sqrt(max(k, 1)) * eps * (np.abs(a64) @ np.abs(b64) + 1e-30)
+    if c0 is not None:
+        bound += eps * np.abs(c0)
+    assert c.shape == ref.shape
+    err = np.abs(c - ref)
+    assert np.all(err <= bound), f"max err {err.max()} (bound at worst {bound.flat[err.argmax()]})"
+
+
+PACKED_SHAPES = [
+    (64, 64, 64), (1000, 999, 1001), (15, 33, 300), (14, 32, 256), (29, 65, 257),
+    (300, 17, 70), (3, 600, 100), (520, 40, 9),
+]
+
+
+@pytest.mark.parametrize("m,n,k", PACKED_SHAPES)
+def test_packed_f32_matches_numpy(m: int, n: int, k: int) -> None:
+    a, b = _operands(m, n, k, None, np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    assert not use_simple(spec)
+    _check(compile_gemm(spec, nthreads=2)(a, b), a, b)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (5, 7, 3), (1, 300, 200), (300, 1, 200),
+                                   (16, 16, 16), (2, 3, 0), (0, 4, 5), (4, 0, 5)])
+def test_simple_path_matches_numpy(m: int, n: int, k: int) -> None:
+    a, b = _operands(m, n, k, None, np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    assert use_simple(spec) and scratch_bytes(spec, 2) == 0
+    _check(compile_gemm(spec, nthreads=2)(a, b), a, b)
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+def test_transposed_operands(ta: bool, tb: bool) -> None:
+    a, b = _operands(131, 77, 203, None, np.float32, ta, tb)
+    spec = GemmSpec.for_arrays(a, b)
+    assert spec.a_strides[1:] == ((1, 131) if ta else (203, 1))
+    _check(compile_gemm(spec, nthreads=2)(a, b), a, b)
+
+
+@pytest.mark.parametrize("batch,m,n,k,ta", [(3, 70, 50, 90, False), (4, 33, 40, 40, True),
+                                             (5, 4, 3, 6, False), (2, 200, 1, 64, True)])
+def test_batched(batch: int, m: int, n: int, k: int, ta: bool) -> None:
+    a, b = _operands(m, n, k, batch, np.float32, ta=ta)
+    _check(compile_gemm(GemmSpec.for_arrays(a, b), nthreads=2)(a, b), a, b)
+
+
+def test_f64_packed_and_transposed() -> None:
+    a, b = _operands(97, 45, 130, None, np.float64, tb=True)
+    _check(compile_gemm(GemmSpec.for_arrays(a, b), nthreads=2)(a, b), a, b)
+
+
+def test_accumulate_adds_to_c() -> None:
+    a, b = _operands(90, 70, 300, None, np.float32)
+    c0 = RNG.standard_normal((90, 70)).astype(np.float32)
+    c = c0.copy()
+    out = compile_gemm(GemmSpec.for_arrays(a, b, accumulate=True), nthreads=2)(a, b, c)
+    assert out is c
+    _check(c, a, b, c0.astype(np.float64))
+
+
+def test_accumulate_simple_path() -> None:
+    a, b = _operands(300, 1, 20, None, np.float32)
+    c0 = RNG.standard_normal((300, 1)).astype(np.float32)
+    c = c0.copy()
+    compile_gemm(GemmSpec.for_arrays(a, b, accumulate=True))(a, b, c)
+    _check(c, a, b, c0.astype(np.float64))
+
+
+@pytest.mark.parametrize("c_strides", [(0, 1, 40), (0, 80, 1)])
+def test_strided_output(c_strides: tuple[int, int, int]) -> None:
+    """Column-major C (no unit column stride: the tile-copy path) and a padded row stride."""
+    a, b = _operands(40, 35, 160, None, np.float32)
+    st = GemmSpec.for_arrays(a, b)
+    spec = GemmSpec(40, 35, 160, 1, st.a_strides, st.b_strides, c_strides)
+    c = compile_gemm(spec, nthreads=2)(a, b)
+    assert c.strides == (c_strides[1] * 4, c_strides[2] * 4)
+    _check(c, a, b)
+
+
+@pytest.mark.parametrize("nthreads", [1, 3, 5])
+def test_thread_counts_agree(nthreads: int) -> None:
+    """Every thread count gives the same bits (each C element is computed by one thread)."""
+    a, b = _operands(150, 130, 80, 2, np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    assert np.array_equal(compile_gemm(spec, nthreads=nthreads)(a, b),
+                          compile_gemm(spec, nthreads=2)(a, b))
+
+
+def test_emit_gemm_signature_and_verification() -> None:
+    spec = GemmSpec(100, 100, 100, 1, (0, 100, 1), (0, 100, 1), (0, 100, 1))
+    module = lu.new_module("gemm_sig")
+    G.emit_gemm(module, "my_gemm", spec)
+    fn = module.globals["my_gemm"]
+    assert fn.function_type == ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2)
+    lu.parse_and_verify(module, "my_gemm")  # raises LoweringError when invalid
+
+
+def test_scratch_bytes_scales_with_threads() -> None:
+    spec = GemmSpec(512, 512, 512, 1, (0, 512, 1), (0, 512, 1), (0, 512, 1))
+    one, two = scratch_bytes(spec, 1), scratch_bytes(spec, 2)
+    assert one > 0 and two - 64 == 2 * (one - 64)
+
+
+def test_spec_errors() -> None:
+    with pytest.raises(ArgumentError, match=r"GemmSpec.b_strides must be 3 non-negative"):
+        GemmSpec(2, 2, 2, 1, (0, 2, 1), (2, 1), (0, 2, 1))
+    with pytest.raises(UnsupportedOpError, match=r"supports f32 and f64, not 's32'"):
+        GemmSpec(2, 2, 2, 1, (0, 2, 1), (0, 2, 1), (0, 2, 1), dtype=P.S32)
+    with pytest.raises(ArgumentError, match=r"cannot multiply float32\[2, 3\] by float32\[2, 3\]"):
+        GemmSpec.for_arrays(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32))
+
+
+def test_call_checks_layout() -> None:
+    a, b = _operands(20, 20, 20, None, np.float32)
+    g = compile_gemm(GemmSpec.for_arrays(a, b))
+    with pytest.raises(ArgumentError, match=r"GEMM operand A: expected f32\[1, 20, 20\] with "
+                                            r"element strides \(0, 20, 1\)"):
+        g(np.asfortranarray(a), b)
+
+
+@pytest.mark.parametrize("m,n,k,ta,tb,form", [
+    (12, 9, 20, False, False, "axpy_n"), (12, 9, 20, False, True, "dot"),
+    (12, 9, 20, True, True, "dot"), (40, 1, 30, True, False, "axpy_m"),
+    (40, 1, 30, False, False, "dot"), (1, 50, 30, False, True, "dot"),
+    (1, 50, 30, False, False, "axpy_n"), (9, 7, 5, True, True, "axpy_m"),
+])
+def test_simple_loop_forms(m: int, n: int, k: int, ta: bool, tb: bool, form: str) -> None:
+    """Each plain-nest form (chosen from the strides) against numpy, f32 and f64."""
+    for dt in (np.float32, np.float64):
+        a, b = _operands(m, n, k, None, dt, ta, tb)
+        spec = GemmSpec.for_arrays(a, b)
+        st = (spec.a_strides[1:], spec.b_strides[1:], spec.c_strides[1:])
+        assert use_simple(spec) and G.simple_loop_order(m, n, k, *st) == form
+        _check(compile_gemm(spec)(a, b), a, b)
+
+
+def test_recommended_threads() -> None:
+    small = GemmSpec(64, 64, 64, 1, (0, 64, 1), (0, 64, 1), (0, 64, 1))
+    big = GemmSpec(1024, 1024, 1024, 1, (0, 1024, 1), (0, 1024, 1), (0, 1024, 1))
+    assert G.recommended_threads(small, 2) == 1
+    assert G.recommended_threads(big, 2) == 2
+    assert G.recommended_threads(big, 1) == 1
+
+
+# ---- HLO dot -> GemmSpec ---------------------------------------------------------------------
+_DOTS = """HloModule dots
+
+ENTRY main {
+  a = f32[6,4,5,7]{3,2,1,0} parameter(0)
+  b = f32[6,5,7,3]{3,2,1,0} parameter(1)
+  m = f32[6,4,3]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2,3}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+  x = f32[40,30]{0,1} parameter(2)
+  y = f32[30,20]{1,0} parameter(3)
+  t = f32[40,20]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  z = f32[6,5,7,3]{3,1,2,0} parameter(4)
+  bad = f32[6,4,3]{2,1,0} dot(a, z), lhs_batch_dims={0}, lhs_contracting_dims={2,3}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+  i = s32[4,4]{1,0} parameter(5)
+  int = s32[4,4]{1,0} dot(i, i), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = (f32[6,4,3]{2,1,0}, f32[40,20]{1,0}, f32[6,4,3]{2,1,0}, s32[4,4]{1,0}) tuple(m, t, bad, int)
+}
+"""
+
+
+def test_gemm_spec_for_dot_merges_dims_and_reads_layouts() -> None:
+    from xlc.codegen.gemm_dot import gemm_spec_for_dot
+    from xlc.hlo.parser import parse_module
+
+    insts = {i.name: i for i in parse_module(_DOTS).entry.instructions}
+    spec = gemm_spec_for_dot(insts["m"])
+    assert spec is not None
+    assert (spec.m, spec.n, spec.k, spec.batch) == (4, 3, 35, 6)
+    assert spec.a_strides == (140, 35, 1) and spec.b_strides == (105, 3, 1)
+    assert spec.c_strides == (12, 3, 1)
+    t = gemm_spec_for_dot(insts["t"])
+    assert t is not None and t.a_strides[1:] == (1, 40) and t.b_strides[1:] == (20, 1)
+    assert gemm_spec_for_dot(insts["bad"]) is None  # contracting dims not nested in z's layout
+    assert gemm_spec_for_dot(insts["int"]) is None
+    # numbers: a column-major lhs buffer
+    x = RNG.standard_normal((40, 30)).astype(np.float32)
+    y = RNG.standard_normal((30, 20)).astype(np.float32)
+    xc = np.asfortranarray(x)  # logical x, physical layout {0,1}
+    _check(compile_gemm(t)(xc, y), x, y)
+
+
+@requires_corpus
+def test_batched_matmul_corpus_case() -> None:
+    """Both dots of the corpus case `batched_matmul` (one with a transposed rhs)."""
+    from xlc.codegen.gemm_dot import gemm_spec_for_dot
+    from xlc.hlo.parser import parse_module
+
+    case = CORPUS / "cases" / "batched_matmul"
+    module = parse_module((case / "module.hlo").read_text())
+    ins, outs = np.load(case / "inputs.npz"), np.load(case / "outputs.npz")
+    dots = [i for i in module.entry.instructions if i.opcode.name == "DOT"]
+    for dot, rhs, out in zip(dots, ("in1", "in2"), ("out0", "out1")):
+        spec = gemm_spec_for_dot(dot)
+        assert spec is not None
+        b = ins[rhs] if rhs == "in1" else np.swapaxes(ins[rhs], 1, 2)
+        got = compile_gemm(spec)(ins["in0"], b)
+        np.testing.assert_allclose(got, outs[out], rtol=1e-5, atol=1e-5)

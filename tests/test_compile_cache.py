@@ -1,0 +1,181 @@
+"""The persistent compile cache: keys, hits and misses, damaged entries, concurrent writers."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xlc
+from tests.conftest import ROOT
+from tests.test_artifact import cpu_backend
+from xlc import compile_cache
+from xlc.compile_cache import CompileCache, cache_key, module_fingerprint
+from xlc.hlo.parser import parse_module
+from xlc.options import CompileOptions
+
+PROGRAM = """HloModule {name}
+
+ENTRY {entry} {{
+  %{a} = f32[16] parameter(0)
+  %{b} = f32[16] parameter(1)
+  %{c} = f32[16] multiply(%{a}, %{b}), metadata={{op_name="{name}/mul" source_line={line}}}
+  ROOT %{d} = f32[16] add(%{c}, %{a})
+}}
+"""
+
+
+def program(name: str = "m", names: str = "abcd", line: int = 1, op: str = "add") -> str:
+    text = PROGRAM.format(name=name, entry="main", a=names[0], b=names[1], c=names[2],
+                          d=names[3], line=line)
+    return text.replace(" add(", f" {op}(")
+
+
+def test_fingerprint_ignores_names_and_metadata():
+    a = module_fingerprint(parse_module(program("m", "abcd", 1)))
+    b = module_fingerprint(parse_module(program("other", "wxyz", 99)))
+    assert a == b
+    c = module_fingerprint(parse_module(program(op="subtract")))
+    assert c != a
+
+
+def test_key_depends_on_options_backend_and_program():
+    m = parse_module(program())
+    base = CompileOptions()
+    k = cache_key(m, "interpreter", base)
+    assert k == cache_key(parse_module(program("n", "pqrs")), "interpreter", base)
+    assert k != cache_key(m, "interpreter", base.replace(opt_level=1))
+    assert k != cache_key(m, "cpu", base)
+    assert k != cache_key(parse_module(program(op="subtract")), "interpreter", base)
+    # options that do not influence code share entries
+    assert k == cache_key(m, "interpreter", base.replace(dump_to="/tmp/x", verify=True))
+
+
+def _stats() -> dict[str, int]:
+    return dict(compile_cache.STATS)
+
+
+def test_miss_then_hit(tmp_path: Path):
+    opts = CompileOptions(cache_dir=str(tmp_path))
+    x = np.arange(16, dtype=np.float32)
+    before = _stats()
+    first = xlc.compile(program(), options=opts)
+    assert _stats()["misses"] == before["misses"] + 1
+    assert len(list(tmp_path.glob("*.xlc"))) == 1
+    second = xlc.compile(program("renamed", "pqrs", 7), options=opts)
+    assert _stats()["hits"] == before["hits"] + 1
+    np.testing.assert_array_equal(first(x, x), second(x, x))
+    np.testing.assert_array_equal(second(x, x), x * x + x)
+    assert second.memory_stats() == first.memory_stats()
+    assert second.as_text() == first.as_text()
+
+
+def test_cpu_hit_loads_code_without_llvm(tmp_path: Path, monkeypatch):
+    from xlc.codegen import llvm_utils
+
+    opts = CompileOptions(cache_dir=str(tmp_path), backend="cpu")
+    x = np.linspace(-1, 1, 16, dtype=np.float32)
+    with cpu_backend():
+        first = xlc.compile(program(), backend="cpu", options=opts)
+
+        def forbidden(*a: object, **k: object) -> None:
+            raise AssertionError("a cache hit must not run LLVM")
+
+        monkeypatch.setattr(llvm_utils, "compile_module", forbidden)
+        second = xlc.compile(program("again"), backend="cpu", options=opts)
+    np.testing.assert_array_equal(first(x, x), second(x, x))
+
+
+def test_jit_functions_with_other_names_share_an_entry(tmp_path: Path):
+    import xlc.numpy as xnp
+
+    def f(a, b):
+        return xnp.sin(a) * b
+
+    def g(u, v):
+        return xnp.sin(u) * v
+
+    opts = CompileOptions(cache_dir=str(tmp_path))
+    x = np.ones(8, np.float32)
+    before = _stats()
+    r1 = xlc.api.Jitted(f, options=opts)(x, x)
+    r2 = xlc.api.Jitted(g, options=opts)(x, x)
+    assert _stats()["hits"] == before["hits"] + 1
+    np.testing.assert_array_equal(r1, r2)
+
+
+def test_damaged_entry_is_a_miss_and_is_replaced(tmp_path: Path):
+    opts = CompileOptions(cache_dir=str(tmp_path))
+    xlc.compile(program(), options=opts)
+    (entry,) = tmp_path.glob("*.xlc")
+    entry.write_bytes(entry.read_bytes()[:100])
+    before = _stats()
+    c = xlc.compile(program(), options=opts)
+    assert _stats()["errors"] == before["errors"] + 1
+    assert _stats()["misses"] == before["misses"] + 1
+    x = np.ones(16, np.float32)
+    np.testing.assert_array_equal(c(x, x), x * x + x)
+    assert CompileCache(tmp_path).get(entry.stem) is not None
+
+
+def test_ls_info_clear(tmp_path: Path):
+    opts = CompileOptions(cache_dir=str(tmp_path))
+    xlc.compile(program(), options=opts)
+    xlc.compile(program(op="subtract"), options=opts)
+    cache = CompileCache(tmp_path)
+    entries = cache.entries()
+    assert len(entries) == 2 and {e.backend for e in entries} == {"interpreter"}
+    assert cache.info()["entries"] == 2
+    assert cache.info()["total_bytes"] == sum(e.size for e in entries)
+    assert cache.clear() == 2
+    assert cache.entries() == []
+
+
+WRITER = r"""
+import json, sys, time
+import numpy as np
+import xlc
+from xlc import compile_cache
+from xlc.options import CompileOptions
+from xlc.backend_cpu import compile_cpu
+xlc.api.BACKENDS["cpu"] = compile_cpu
+start = float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.001)
+opts = CompileOptions(cache_dir=sys.argv[1], backend="cpu")
+c = xlc.compile(sys.stdin.read(), backend="cpu", options=opts)
+x = np.arange(16, dtype=np.float32)
+print(json.dumps({"stats": compile_cache.STATS, "out": c(x, x).tolist()}))
+"""
+
+
+@pytest.mark.parametrize("writers", [4])
+def test_concurrent_writers_of_one_key(tmp_path: Path, writers: int):
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLC_FLAGS", "XLC_CACHE_DIR")}
+    start = time.time() + 3.0  # every process starts compiling at the same moment
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(start)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+             for _ in range(writers)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(program(), timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    x = np.arange(16, dtype=np.float32)
+    for r in results:
+        np.testing.assert_array_equal(np.asarray(r["out"], np.float32), x * x + x)
+    assert sum(r["stats"]["errors"] for r in results) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 1 and names[0].endswith(".xlc"), names  # no temp files left behind
+    # a later process hits the entry they wrote
+    late = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "0"], input=program(),
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert late.returncode == 0, late.stderr
+    assert json.loads(late.stdout.strip().splitlines()[-1])["stats"]["hits"] == 1

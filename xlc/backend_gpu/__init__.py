@@ -1,0 +1,11 @@
+"""The GPU backend: HLO -> NVPTX LLVM IR (llvmlite) -> PTX (-> cubin via ptxas), run as a
+thunk schedule on CUDA streams through cuda-python.
+
+`compile_gpu(module, options) -> GpuExecutable` is the factory `xlc.api` registers for backend
+"gpu". Compiling needs neither a GPU nor cuda-python; running needs both (imported lazily).
+See compiler.py (pipeline), emitter.py (kernels + thunks), streams.py, runtime.py.
+"""
+from xlc.backend_gpu.compiler import compile_gpu, gpu_passes, run_gpu_passes
+from xlc.backend_gpu.executable import GpuExecutable
+
+__all__ = ["GpuExecutable", "compile_gpu", "gpu_passes", "run_gpu_passes"]

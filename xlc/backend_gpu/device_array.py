@@ -1,0 +1,150 @@
+"""`xlc.DeviceArray`: a dense, C-contiguous array in GPU memory that results can stay in.
+
+Design:
+* holds a device address, shape, numpy dtype and either owns its allocation (freed with
+  cuMemFree when garbage-collected) or keeps an owning `base` alive (a view into an output
+  block, like numpy's `base`);
+* `__cuda_array_interface__` (version 3) so CuPy / Numba / PyTorch can wrap it without a copy;
+* DLPack: `__dlpack_device__()` -> (kDLCUDA = 2, 0) and `__dlpack__()` -> a "dltensor"
+  PyCapsule (DLManagedTensor built with ctypes; the capsule keeps the array alive until the
+  consumer calls the deleter), so `torch.from_dlpack(x)` / `cupy.from_dlpack(x)` work;
+* `to_numpy()` copies back to the host; `xlc.backend_gpu.runtime.to_device(np_array)` uploads.
+Creating or copying needs cuda-python and a GPU (imported lazily); describing does not.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("xlc.backend_gpu")
+
+K_DL_CUDA = 2
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p),
+                            ("deleter", _DELETER)]
+
+_alive: dict[int, tuple[Any, ...]] = {}
+"""Exported DLManagedTensors (by address) and what they keep alive until their deleter."""
+
+
+@_DELETER
+def _dl_deleter(ptr: Any) -> None:
+    _alive.pop(ctypes.addressof(ptr.contents), None)
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def dlpack_dtype(dtype: np.dtype) -> DLDataType:
+    """The DLPack data type of a numpy dtype (bool is kDLBool, 8 bits)."""
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return DLDataType(4, 16, 1)
+    code = _DL_CODES.get(dt.kind)
+    if code is None:
+        raise TypeError(f"dtype {dt} has no DLPack equivalent")
+    return DLDataType(code, dt.itemsize * 8, 1)
+
+
+class DeviceArray:
+    """A C-contiguous array in device memory (see the module docstring)."""
+
+    __slots__ = ("ptr", "shape", "dtype", "owner", "base", "device_id", "__weakref__")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: bool = False,
+                 base: DeviceArray | None = None, device_id: int = 0):
+        self.ptr = int(ptr)
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.owner = owner
+        self.base = base
+        self.device_id = device_id
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr=0x{self.ptr:x})"
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface v3 (C-contiguous: strides None; synchronised on return)."""
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": None}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (K_DL_CUDA, self.device_id)
+
+    def __dlpack__(self, stream: Any = None, **_kw: Any) -> Any:
+        """A 'dltensor' PyCapsule sharing this memory (the array stays alive meanwhile)."""
+        shape = (ctypes.c_int64 * max(1, self.ndim))(*self.shape)
+        mt = DLManagedTensor()
+        mt.dl_tensor = DLTensor(ctypes.c_void_p(self.ptr), DLDevice(K_DL_CUDA, self.device_id),
+                                self.ndim, dlpack_dtype(self.dtype),
+                                ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+                                None, 0)
+        mt.manager_ctx = None
+        mt.deleter = _dl_deleter
+        addr = ctypes.addressof(mt)
+        _alive[addr] = (mt, shape, self)
+        return _capsule_new(addr, b"dltensor", None)
+
+    def to_numpy(self) -> np.ndarray:
+        """Copy to a new host array (synchronous)."""
+        from xlc.backend_gpu.runtime import check, driver, primary_context
+
+        primary_context()
+        out = np.empty(self.shape, dtype=self.dtype)
+        check(driver().cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.to_numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __del__(self) -> None:
+        if self.owner and self.ptr:
+            from xlc.backend_gpu.runtime import device_free
+
+            device_free(self.ptr)
+            self.ptr = 0

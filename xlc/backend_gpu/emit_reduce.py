@@ -1,0 +1,297 @@
+"""Reduction kernels: unfused (variadic) reduce and kInput fusions (a reduce root, or a tuple
+root of reduces sharing one iteration space plus elementwise outputs over that space).
+
+* **row** (the physically minor input dimension is reduced): one block per output row (block
+  stride over rows), each thread folds a strided part of the row, then warp butterfly shuffles
+  (`shfl.sync.bfly`) and one shared-memory round across warps; thread 0 writes the result.
+  Partials carry a `valid` flag instead of starting from the init value, so the reducer sees
+  the init value exactly once (correct for non-identity inits too).
+* **column** (the minor dimension is kept): one thread per output element folding its column
+  serially; neighbouring threads read neighbouring addresses, so loads coalesce.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from math import prod
+
+from llvmlite import ir
+
+from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emit_loop import FUSION_EMITTERS
+from xlc.backend_gpu.emitter import (
+    GpuEmitter,
+    array_buffers,
+    operand_buffers,
+    physical_order,
+    register,
+)
+from xlc.backend_gpu.kernel import (
+    MAX_BLOCKS,
+    GpuKernel,
+    LeafEmitter,
+    element_type,
+    fusion_generator,
+    grid_stride,
+    strided,
+    unflatten,
+    i32,
+    i64,
+    loop_launch,
+    operand_generator,
+)
+from xlc.backend_gpu.thunks import Thunk
+from xlc.codegen import llvm_utils as lu
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import ShapeIndex
+
+log = logging.getLogger("xlc.backend_gpu")
+
+Hero = tuple[HloInstruction, list[ShapeIndex]]
+ROW_THREADS = 256
+
+
+def _n(red: HloInstruction) -> int:
+    return len(red.operands) // 2
+
+
+def emit_reduction(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
+                   heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]]) -> None:
+    """Fill kernel `k` with reductions `heroes` and elementwise outputs `loops` (instructions
+    over the reduce input shape) of `out`."""
+    first = heroes[0][0]
+    in_shape = first.operands[0].shape
+    rdims = sorted(int(d) for d in first.attrs["dimensions"])
+    for red, _ in heroes:
+        if tuple(red.operands[0].shape.dims) != tuple(in_shape.dims) or \
+                sorted(int(d) for d in red.attrs["dimensions"]) != rdims:
+            raise UnsupportedOpError(
+                f"GPU backend: reductions of {out.name} do not share one iteration space")
+    for inst, _ in loops:
+        if tuple(inst.shape.dims) != tuple(in_shape.dims):
+            raise UnsupportedOpError(
+                f"GPU backend: output {inst.name} of {out.name} is not over the reduce input")
+    order = physical_order(in_shape)
+    kept = [d for d in order if d not in rdims]
+    red_order = [d for d in order if d in rdims]
+    row = not kept or (bool(rdims) and order[-1] in rdims)
+    if row:
+        _row(em, k, gen, out, heroes, loops, kept, red_order)
+    else:
+        _column(em, k, gen, out, heroes, loops, kept, red_order)
+    k.finish()
+
+
+def _combine(em: GpuEmitter, b: ir.IRBuilder, red: HloInstruction, accs: list[ir.Value],
+             xs: list[ir.Value]) -> list[ir.Value]:
+    return em.apply(b, red.called[0], accs + xs)
+
+
+@dataclass
+class _RowPlan:
+    """What every row of a row reduction shares: sizes, launch shape, per-thread state."""
+
+    kept: list[int]
+    red_order: list[int]
+    kept_sizes: list[int]
+    red_sizes: list[int]
+    kdim: int
+    threads: int
+    warps: int
+    types: list[list[ir.Type]]
+    slots: list[list[ir.Value]]
+    valid_slot: ir.Value
+    shared: list[list[ir.GlobalVariable]]
+    tid: ir.Value
+    lane: ir.Value
+    warp: ir.Value
+
+
+def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
+         heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]], kept: list[int],
+         red_order: list[int]) -> None:
+    b = k.b
+    in_shape = heroes[0][0].operands[0].shape
+    kept_sizes = [in_shape.dims[d] for d in kept]
+    red_sizes = [in_shape.dims[d] for d in red_order]
+    rows = prod(kept_sizes)
+    kdim = prod(red_sizes)
+    threads = min(ROW_THREADS, max(32, -(-kdim // 32) * 32))
+    warps = threads // 32
+    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1))
+    types = [[lu.value_type(element_type(red.operands[_n(red) + j].shape, red.name))
+              for j in range(_n(red))] for red, _ in heroes]
+    # per-thread partials in allocas (promoted to registers), plus a validity flag
+    with b.goto_entry_block():
+        slots = [[b.alloca(t) for t in ts] for ts in types]
+        valid_slot = b.alloca(lu.I1)
+    shared = [[nvptx.shared_array(b.module, f"red{h}_{j}", t, warps) for j, t in enumerate(ts)]
+              for h, ts in enumerate(types)] if warps > 1 else []
+    tid = b.zext(nvptx.thread_idx(b), lu.I64)
+    plan = _RowPlan(kept, red_order, kept_sizes, red_sizes, kdim, threads, warps, types, slots,
+                    valid_slot, shared, tid, b.and_(tid, i64(31)), b.lshr(tid, i64(5)))
+    row_start = b.zext(nvptx.block_idx(b), lu.I64)
+    row_step = b.zext(nvptx.grid_dim(b), lu.I64)
+    with strided(b, i64(rows), row_start, row_step, name="row") as row:
+        _one_row(em, k, gen, out, heroes, loops, plan, row)
+
+
+def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
+             heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]],
+             p: _RowPlan, row: ir.Value) -> None:
+    """One block reduces row `row`: strided fold, warp shuffles, shared memory, thread 0
+    writes."""
+    b = k.b
+    kept, red_order, slots, valid_slot = p.kept, p.red_order, p.slots, p.valid_slot
+    tid, lane, warp, warps, types, shared = p.tid, p.lane, p.warp, p.warps, p.types, p.shared
+    kidx = unflatten(b, row, kept, p.kept_sizes) if kept else {}
+    b.store(ir.Constant(lu.I1, 0), valid_slot)
+    with lu.for_range(b, i64(p.kdim), start=tid, step=p.threads, name="r") as r:
+        ridx = unflatten(b, r, red_order, p.red_sizes)
+        full = [kidx[d] if d in kidx else ridx[d] for d in range(len(kept) + len(red_order))]
+        gen.clear_cache()
+        valid = b.load(valid_slot)
+        for (red, _), ss in zip(heroes, slots):
+            xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
+            accs = [b.load(s) for s in ss]
+            new = _combine(em, b, red, accs, xs)
+            for s, x, v in zip(ss, xs, new):
+                b.store(b.select(valid, v, x), s)
+        b.store(ir.Constant(lu.I1, 1), valid_slot)
+        for inst, sidx in loops:
+            k.write(out, full, gen.generate(inst, full), sidx)
+    gen.clear_cache()
+    accs = [[b.load(s) for s in ss] for ss in slots]
+    valid = b.load(valid_slot)
+    accs, valid = _warp_reduce(em, b, heroes, accs, valid)
+    if warps > 1:
+        # lane 0 of every warp publishes its partial; warp 0 combines them
+        with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
+            for h, vals in enumerate(accs):
+                for j, v in enumerate(vals):
+                    b.store(v, _shared_ptr(b, shared[h][j], warp))
+        nvptx.barrier(b)
+        in_range = b.icmp_unsigned("<", lane, i64(warps))
+        safe_lane = b.select(in_range, lane, i64(0))
+        accs = [[b.load(_shared_ptr(b, shared[h][j], safe_lane), typ=types[h][j])
+                 for j in range(len(types[h]))] for h in range(len(heroes))]
+        accs, valid = _warp_reduce(em, b, heroes, accs, in_range)
+        nvptx.barrier(b)
+    with b.if_then(b.icmp_unsigned("==", tid, i64(0))):
+        gen.clear_cache()
+        oidx = [kidx[d] for d in sorted(kept)]
+        for (red, sidxs), vals in zip(heroes, accs):
+            inits = [gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
+            res = _combine(em, b, red, inits, vals)
+            for sidx, r_v, init in zip(sidxs, res, inits):
+                k.write(out, oidx, b.select(valid, r_v, init), sidx)
+    gen.clear_cache()
+
+
+def _shared_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Value:
+    return nvptx.shared_elem_ptr(b, gv, idx)
+
+
+def _warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
+                 accs: list[list[ir.Value]], valid: ir.Value
+                 ) -> tuple[list[list[ir.Value]], ir.Value]:
+    """Butterfly-combine partials across the 32 lanes; every lane ends with the warp's total
+    (and whether any lane had a valid partial)."""
+    for mask in (16, 8, 4, 2, 1):
+        other_valid = b.trunc(nvptx.shuffle_xor(b, b.zext(valid, lu.I32), mask), lu.I1)
+        new_accs = []
+        for (red, _), vals in zip(heroes, accs):
+            others = [nvptx.shuffle_xor(b, v, mask) for v in vals]
+            comb = _combine(em, b, red, vals, others)
+            picked = []
+            for v, o, c in zip(vals, others, comb):
+                # both valid: combined; only one valid: that one
+                picked.append(b.select(valid, b.select(other_valid, c, v), o))
+            new_accs.append(picked)
+        accs = new_accs
+        valid = b.or_(valid, other_valid)
+    return accs, valid
+
+
+def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
+            heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]],
+            kept: list[int], red_order: list[int]) -> None:
+    b = k.b
+    in_shape = heroes[0][0].operands[0].shape
+    kept_sizes = [in_shape.dims[d] for d in kept]
+    n_out = prod(kept_sizes)
+    grid, block = loop_launch(n_out)
+    k.launch(grid, block)
+    with grid_stride(b, n_out) as o:
+        kidx = unflatten(b, o, kept, kept_sizes)
+        gen.clear_cache()
+        accs = [[gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
+                for red, _ in heroes]
+        with b.goto_entry_block():
+            slots = [[b.alloca(v.type) for v in vals] for vals in accs]
+        for ss, vals in zip(slots, accs):
+            for s, v in zip(ss, vals):
+                b.store(v, s)
+        with lu.for_nest(b, [in_shape.dims[d] for d in red_order], name="c") as ivs:
+            ridx = dict(zip(red_order, ivs))
+            full = [kidx[d] if d in kidx else ridx[d] for d in range(in_shape.rank)]
+            gen.clear_cache()
+            for (red, _), ss in zip(heroes, slots):
+                xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
+                new = _combine(em, b, red, [b.load(s) for s in ss], xs)
+                for s, v in zip(ss, new):
+                    b.store(v, s)
+            for inst, sidx in loops:
+                k.write(out, full, gen.generate(inst, full), sidx)
+        gen.clear_cache()
+        oidx = [kidx[d] for d in sorted(kept)]
+        for (red, sidxs), ss in zip(heroes, slots):
+            for sidx, s in zip(sidxs, ss):
+                k.write(out, oidx, b.load(s), sidx)
+
+
+def _heroes(inst: HloInstruction) -> tuple[list[Hero], list[tuple[HloInstruction, ShapeIndex]]]:
+    root = inst.called[0].root
+    assert root is not None
+    outs = array_buffers(inst)
+    heroes: list[Hero] = []
+    loops: list[tuple[HloInstruction, ShapeIndex]] = []
+    if root.opcode is Opcode.REDUCE:
+        heroes.append((root, [s for _, s in outs]))
+    elif root.opcode is Opcode.TUPLE:
+        for j, r in enumerate(root.operands):
+            if r.opcode is Opcode.REDUCE and not r.shape.is_tuple:
+                heroes.append((r, [(j,)]))
+            elif r.opcode is Opcode.REDUCE or not r.shape.is_array:
+                raise UnsupportedOpError(
+                    f"GPU backend: variadic reduce inside multi-output fusion {inst.name}")
+            else:
+                loops.append((r, (j,)))
+    else:
+        raise UnsupportedOpError(
+            f"GPU backend: kInput fusion {inst.name} has root '{root.opcode.text}'")
+    if not heroes:
+        raise UnsupportedOpError(f"GPU backend: kInput fusion {inst.name} has no reduce root")
+    return heroes, loops
+
+
+def emit_input_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """A kInput fusion: reduce root, or a tuple root of reduces and elementwise outputs."""
+    heroes, loops = _heroes(inst)
+    k = em.kernel(inst, array_buffers(inst), operand_buffers(inst))
+    emit_reduction(em, k, fusion_generator(k, inst), inst, heroes, loops)
+    return [k.thunk()]
+
+
+FUSION_EMITTERS["kInput"] = emit_input_fusion
+
+
+@register(Opcode.REDUCE)
+def emit_reduce(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """An unfused (possibly variadic) reduce."""
+    outs = array_buffers(inst)
+    k = em.kernel(inst, outs, operand_buffers(inst))
+    emit_reduction(em, k, operand_generator(k, inst), inst, [(inst, [s for _, s in outs])], [])
+    return [k.thunk()]

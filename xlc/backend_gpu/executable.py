@@ -1,0 +1,169 @@
+"""GpuExecutable: the compiled program (optimized module, buffer assignment, PTX, thunks).
+
+`run(flat_args) -> list[np.ndarray]` needs an NVIDIA GPU and cuda-python: the first call
+creates the `GpuRuntime` (runtime.py), which loads the module (cubin when present, else PTX),
+allocates one device block per BufferAllocation (temp reused across calls) and uploads the
+constants. Without a GPU or cuda-python, `run` raises XlcError("no CUDA device available:
+..."); everything else (PTX, thunks, `to_dict`) works anywhere.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlc.backend_gpu.streams import StreamPlan
+from xlc.backend_gpu.thunks import BufferSlice, SequentialThunk, Thunk
+from xlc.errors import ArgumentError
+from xlc.hlo.shape import Shape, default_layout
+from xlc.passes.optimize import OptimizedModule
+
+if TYPE_CHECKING:
+    from xlc.backend_gpu.compiler import GpuCompileResult
+    from xlc.backend_gpu.runtime import GpuRuntime
+
+log = logging.getLogger("xlc.backend_gpu")
+
+
+@dataclass(frozen=True)
+class AllocationInfo:
+    """What the runtime needs of one BufferAllocation."""
+
+    index: int
+    size: int
+    kind: str                 # parameter / constant / thread_local / output / temp
+    parameter_number: int = -1
+    donated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "size": self.size, "kind": self.kind,
+                "parameter_number": self.parameter_number, "donated": self.donated}
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """Flat output leaf: where it lives, its dtype, logical dims and physical transpose."""
+
+    slice: BufferSlice
+    dtype: str
+    dims: tuple[int, ...]
+    physical_perm: tuple[int, ...] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slice": self.slice.to_list(), "dtype": self.dtype, "dims": list(self.dims),
+                "physical_perm": None if self.physical_perm is None
+                else list(self.physical_perm)}
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    """Entry parameter: its allocation, dtype, dims and physical transpose."""
+
+    number: int
+    allocation: int
+    dtype: str
+    dims: tuple[int, ...]
+    physical_perm: tuple[int, ...] | None
+
+
+def physical_perm(shape: Shape) -> tuple[int, ...] | None:
+    """The transpose taking a logical array to physical order (None for row-major)."""
+    lay = shape.layout or default_layout(shape.rank)
+    order = tuple(reversed(lay.minor_to_major))
+    return None if order == tuple(range(shape.rank)) else order
+
+
+class GpuExecutable:
+    """A compiled module for one GPU architecture (`sm`)."""
+
+    def __init__(self, optimized: OptimizedModule, plan: StreamPlan,
+                 result: GpuCompileResult, sm: int = 80,
+                 timings: dict[str, float] | None = None):
+        module = optimized.module
+        assert module.entry is not None and module.entry.root is not None
+        self.optimized = optimized
+        self.module = module
+        self.assignment = optimized.assignment
+        self.plan = plan
+        self.ptx = result.ptx
+        self.llvm_ir = result.llvm_ir
+        self.cubin = result.cubin
+        self.kernel_names = list(result.kernel_names)
+        self.constants = dict(result.constants)
+        self.sm = sm
+        self.timings = timings or {}
+        self._runtime: GpuRuntime | None = None
+        self._lock = threading.Lock()
+        self.allocations = [
+            AllocationInfo(a.index, a.size, a.kind, a.parameter_number,
+                           a.aliased_with_output or a.maybe_live_out)
+            for a in self.assignment.allocations]
+        self.parameters = []
+        for p in module.entry.parameters:
+            sl = self.assignment.slice_of(p, ())
+            self.parameters.append(ParameterInfo(p.parameter_number, sl.index,
+                                                 str(p.shape.dtype), tuple(p.shape.dims),
+                                                 physical_perm(p.shape)))
+        root = module.entry.root
+        self.outputs = []
+        for index, shape in root.shape.leaves():
+            sl = self.assignment.slice_of(root, index)
+            self.outputs.append(OutputInfo(BufferSlice(sl.index, sl.offset, shape.byte_size()),
+                                           str(shape.dtype), tuple(shape.dims),
+                                           physical_perm(shape)))
+
+    @property
+    def thunks(self) -> SequentialThunk:
+        """The entry thunk sequence (streams and events assigned)."""
+        return self.plan.thunks
+
+    def all_thunks(self) -> list[Thunk]:
+        """Every thunk, nested ones included, pre-order."""
+        return list(self.plan.thunks.walk())
+
+    def memory_stats(self) -> dict[str, int]:
+        """Parameter / output / temp / constant / alias / peak bytes."""
+        return self.optimized.memory_stats()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the HLO module, as plain data (artifact manifest)."""
+        return {"sm": self.sm, "ptx": self.ptx, "kernels": self.kernel_names,
+                "allocations": [a.to_dict() for a in self.allocations],
+                "outputs": [o.to_dict() for o in self.outputs],
+                "constants": {str(k): v.hex() for k, v in self.constants.items()},
+                "thunks": self.plan.thunks.to_dict(), "streams": self.plan.to_dict()}
+
+    # ---- running ----------------------------------------------------------------------
+    def runtime(self) -> GpuRuntime:
+        """The device-side state, created on first use (raises XlcError without a GPU)."""
+        with self._lock:
+            if self._runtime is None:
+                from xlc.backend_gpu.runtime import GpuRuntime
+
+                self._runtime = GpuRuntime(self)
+            return self._runtime
+
+    def check_args(self, flat_args: list[Any]) -> None:
+        """ArgumentError unless there is one argument per parameter with the right dims."""
+        if len(flat_args) != len(self.parameters):
+            raise ArgumentError(f"{self.module.name}: expected {len(self.parameters)} "
+                                f"arguments, got {len(flat_args)}")
+        for p, a in zip(self.parameters, flat_args):
+            if tuple(np.shape(a)) != p.dims:
+                raise ArgumentError(f"{self.module.name}: argument {p.number} has shape "
+                                    f"{tuple(np.shape(a))}, expected {p.dims}")
+
+    def run(self, flat_args: list[Any], graph: bool = False) -> list[np.ndarray]:
+        """Run once on the GPU; returns the flat outputs as numpy arrays. Arguments are numpy
+        arrays (copied to the device) or DeviceArrays (used in place). With `graph` the
+        schedule is captured once as a CUDA graph and replayed."""
+        self.check_args(flat_args)
+        return self.runtime().run(flat_args, graph=graph)
+
+    def run_on_device(self, flat_args: list[Any], graph: bool = False) -> list[Any]:
+        """Like `run` but the outputs stay on the GPU as DeviceArrays."""
+        self.check_args(flat_args)
+        return self.runtime().run(flat_args, graph=graph, to_host=False)

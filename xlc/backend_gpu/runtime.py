@@ -1,0 +1,391 @@
+"""The GPU runtime: cuda-python driver API calls that run a GpuExecutable's thunk schedule.
+
+cuda-python is imported lazily (`driver()`), so CPU users never need it. Without it, or
+without a CUDA device, `GpuRuntime(...)` raises XlcError("no CUDA device available: <why>").
+
+Per executable (created on its first run):
+* the primary context of device 0; the module from the cubin when one was assembled, else the
+  PTX (the driver JIT-compiles it); one CUfunction per kernel;
+* one device block per BufferAllocation: constants uploaded once, temp (the combined heap)
+  allocated once and reused by every call, thread-local allocations get none; parameter blocks
+  are reused for numpy arguments; outputs get fresh blocks per call (persistent ones in graph
+  mode, where results are always copied back);
+* `num_streams` streams and the plan's events; a thunk's stream waits for its `wait_events`,
+  then the thunk is issued, then its `record_event` recorded; at the end stream 0 waits for
+  `final_waits` and is synchronised;
+* optional CUDA graph capture of the whole schedule (not possible with while/conditional,
+  which read predicates back to the host): captured on the first call, replayed afterwards.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from xlc.backend_gpu.device_array import DeviceArray
+from xlc.backend_gpu.thunks import (
+    BufferSlice,
+    ConditionalThunk,
+    DeviceToDeviceCopyThunk,
+    DeviceToHostCopyThunk,
+    HostToDeviceCopyThunk,
+    KernelThunk,
+    Memset32Thunk,
+    MemzeroThunk,
+    SequentialThunk,
+    Thunk,
+    WhileThunk,
+)
+from xlc.errors import ArgumentError, XlcError
+
+if TYPE_CHECKING:
+    from xlc.backend_gpu.executable import GpuExecutable
+
+log = logging.getLogger("xlc.backend_gpu")
+
+_driver: Any = None
+_lock = threading.RLock()
+
+
+def driver() -> Any:
+    """The cuda-python driver module (`cuda.bindings.driver`, or the older `cuda.cuda`).
+
+    Raises XlcError("no CUDA device available: cuda-python is not installed ...")."""
+    global _driver
+    with _lock:
+        if _driver is None:
+            try:
+                from cuda.bindings import driver as drv  # type: ignore[import-not-found]
+            except ImportError:
+                try:
+                    from cuda import cuda as drv  # type: ignore[import-not-found,no-redef]
+                except ImportError:
+                    raise XlcError("no CUDA device available: cuda-python is not installed "
+                                   "(pip install cuda-python)") from None
+            _driver = drv
+        return _driver
+
+
+def check(ret: Any, what: str) -> Any:
+    """Unpack a driver call's (CUresult, values...) tuple; XlcError on failure."""
+    drv = driver()
+    if not isinstance(ret, tuple):
+        ret = (ret,)
+    err, rest = ret[0], ret[1:]
+    if err != drv.CUresult.CUDA_SUCCESS:
+        name = drv.cuGetErrorName(err)
+        text = name[1].decode() if isinstance(name, tuple) and len(name) > 1 and \
+            isinstance(name[1], bytes) else str(err)
+        raise XlcError(f"CUDA error in {what}: {text}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else rest
+
+
+_context: Any = None
+
+
+def primary_context() -> Any:
+    """Initialise the driver and make device 0's primary context current (once).
+
+    Raises XlcError("no CUDA device available: ...") without a usable device."""
+    global _context
+    with _lock:
+        drv = driver()
+        if _context is None:
+            try:
+                check(drv.cuInit(0), "cuInit")
+                count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
+            except XlcError as e:
+                raise XlcError(f"no CUDA device available: {e}") from None
+            if not count:
+                raise XlcError("no CUDA device available: the driver reports 0 devices")
+            dev = check(drv.cuDeviceGet(0), "cuDeviceGet")
+            _context = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(drv.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
+        return _context
+
+
+def device_alloc(nbytes: int) -> int:
+    """cuMemAlloc (at least 1 byte); returns the device address."""
+    primary_context()
+    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
+
+
+def device_free(ptr: int) -> None:
+    """cuMemFree (errors at interpreter shutdown are ignored)."""
+    try:
+        driver().cuMemFree(ptr)
+    except Exception:  # pragma: no cover - shutdown order
+        pass
+
+
+def to_device(arr: np.ndarray) -> DeviceArray:
+    """Copy a numpy array to a new DeviceArray (synchronously)."""
+    primary_context()
+    a = np.ascontiguousarray(arr)
+    ptr = device_alloc(a.nbytes)
+    check(driver().cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+    return DeviceArray(ptr, a.shape, a.dtype, owner=True)
+
+
+class GpuRuntime:
+    """Device state of one GpuExecutable; `run` executes its thunk schedule."""
+
+    def __init__(self, exe: GpuExecutable):
+        drv = driver()
+        primary_context()
+        self.exe = exe
+        self.drv = drv
+        image = exe.cubin if exe.cubin else exe.ptx.encode() + b"\0"
+        self._image = np.frombuffer(image, dtype=np.uint8).copy()
+        self.module = check(drv.cuModuleLoadData(self._image.ctypes.data), "cuModuleLoadData")
+        self.functions = {name: check(drv.cuModuleGetFunction(self.module, name.encode()),
+                                      f"cuModuleGetFunction({name})")
+                          for name in exe.kernel_names}
+        flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
+        self.streams = [check(drv.cuStreamCreate(flags), "cuStreamCreate")
+                        for _ in range(max(1, exe.plan.num_streams))]
+        ev_flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+        self.events = [check(drv.cuEventCreate(ev_flags), "cuEventCreate")
+                       for _ in range(exe.plan.num_events)]
+        self.bases = [0] * len(exe.allocations)
+        self._owned: list[int] = []
+        self._param_blocks: dict[int, int] = {}
+        self._out_blocks: dict[int, int] = {}
+        self._graph_exec: Any = None
+        self._host_word = np.zeros(1, dtype=np.int64)
+        self._lock = threading.Lock()
+        for a in exe.allocations:
+            if a.kind == "constant":
+                ptr = self._alloc(a.size)
+                data = exe.constants.get(a.index, b"")
+                if data:
+                    buf = np.frombuffer(data, dtype=np.uint8)
+                    check(drv.cuMemcpyHtoD(ptr, buf.ctypes.data, len(data)), "cuMemcpyHtoD")
+                self.bases[a.index] = ptr
+            elif a.kind == "temp":
+                self.bases[a.index] = self._alloc(a.size)
+
+    def _alloc(self, n: int) -> int:
+        ptr = device_alloc(n)
+        self._owned.append(ptr)
+        return ptr
+
+    def __del__(self) -> None:
+        for ptr in getattr(self, "_owned", []):
+            device_free(ptr)
+
+    # ---- arguments and results ----------------------------------------------------------
+    def _bind_params(self, args: list[Any], persistent: bool,
+                     owners: dict[int, DeviceArray]) -> list[Any]:
+        """Point every parameter allocation at its argument's device memory; donated (or
+        live-out) parameters get a fresh block that `owners` keeps alive with the results.
+        Returns host staging arrays that must live until the copies finished."""
+        drv, s0 = self.drv, self.streams[0]
+        keep: list[Any] = []
+        for p, arg in zip(self.exe.parameters, args):
+            info = self.exe.allocations[p.allocation]
+            if isinstance(arg, DeviceArray):
+                if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
+                    raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
+                                        f"{p.dtype} and the parameter's default layout")
+                if info.donated and not persistent:
+                    dst = device_alloc(info.size)
+                    owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
+                                                       owner=True)
+                    check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
+                    self.bases[p.allocation] = dst
+                elif persistent:
+                    dst = self._param_block(p.allocation, info.size)
+                    check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
+                    self.bases[p.allocation] = dst
+                else:
+                    self.bases[p.allocation] = arg.ptr
+                continue
+            host = np.asarray(arg, dtype=np.dtype(p.dtype))
+            if p.physical_perm is not None:
+                host = host.transpose(p.physical_perm)
+            host = np.ascontiguousarray(host)
+            keep.append(host)
+            if info.donated and not persistent:
+                dst = device_alloc(info.size)   # becomes an output block: owned by results
+                owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
+                                                   owner=True)
+            else:
+                dst = self._param_block(p.allocation, info.size)
+            check(drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, s0),
+                  "cuMemcpyHtoDAsync")
+            self.bases[p.allocation] = dst
+        return keep
+
+    def _param_block(self, alloc: int, size: int) -> int:
+        ptr = self._param_blocks.get(alloc)
+        if ptr is None:
+            ptr = self._param_blocks[alloc] = self._alloc(size)
+        return ptr
+
+    def _bind_outputs(self, persistent: bool, owners: dict[int, DeviceArray]) -> None:
+        """Point every output allocation at a fresh (or, `persistent`, a reused) block."""
+        for a in self.exe.allocations:
+            if a.kind != "output":
+                continue
+            if persistent:
+                ptr = self._out_blocks.get(a.index)
+                if ptr is None:
+                    ptr = self._out_blocks[a.index] = self._alloc(a.size)
+                self.bases[a.index] = ptr
+            else:
+                ptr = device_alloc(a.size)
+                owners[a.index] = DeviceArray(ptr, (a.size,), np.dtype(np.uint8), owner=True)
+                self.bases[a.index] = ptr
+
+    def _results(self, owners: dict[int, DeviceArray], to_host: bool) -> list[Any]:
+        drv, s0 = self.drv, self.streams[0]
+        out: list[Any] = []
+        for o in self.exe.outputs:
+            ptr = self.bases[o.slice.allocation] + o.slice.offset
+            dims = o.dims if o.physical_perm is None else \
+                tuple(o.dims[d] for d in o.physical_perm)
+            if to_host:
+                host = np.empty(dims, dtype=np.dtype(o.dtype))
+                check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, s0),
+                      "cuMemcpyDtoHAsync")
+                if o.physical_perm is not None:
+                    host = host.transpose(np.argsort(o.physical_perm))
+                out.append(host)
+            else:
+                base = owners.get(o.slice.allocation)
+                out.append(DeviceArray(ptr, dims, np.dtype(o.dtype), owner=False, base=base))
+        check(drv.cuStreamSynchronize(s0), "cuStreamSynchronize")
+        return out
+
+    # ---- execution ----------------------------------------------------------------------
+    def run(self, args: list[Any], graph: bool = False, to_host: bool = True) -> list[Any]:
+        """Bind arguments, execute the schedule (or replay its graph), return the outputs."""
+        has_host_control = any(isinstance(t, (WhileThunk, ConditionalThunk))
+                               for t in self.exe.plan.thunks.walk())
+        graph = graph and not has_host_control
+        with self._lock:
+            primary_context()
+            owners: dict[int, DeviceArray] = {}
+            keep = self._bind_params(args, graph, owners)
+            self._bind_outputs(graph or to_host, owners)
+            if graph:
+                self._run_graph()
+            else:
+                self._run_schedule()
+            results = self._results(owners, to_host or graph)
+            del keep
+            return results
+
+    def _run_schedule(self) -> None:
+        drv = self.drv
+        self.execute(self.exe.plan.thunks)
+        for e in self.exe.plan.final_waits:
+            check(drv.cuStreamWaitEvent(self.streams[0], self.events[e], 0), "cuStreamWaitEvent")
+
+    def _run_graph(self) -> None:
+        drv, s0 = self.drv, self.streams[0]
+        if self._graph_exec is None:
+            mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+            check(drv.cuStreamBeginCapture(s0, mode), "cuStreamBeginCapture")
+            if len(self.streams) > 1:  # fork the other streams off the capturing one
+                fork = check(drv.cuEventCreate(0), "cuEventCreate")
+                check(drv.cuEventRecord(fork, s0), "cuEventRecord")
+                for s in self.streams[1:]:
+                    check(drv.cuStreamWaitEvent(s, fork, 0), "cuStreamWaitEvent")
+            self._run_schedule()
+            g = check(drv.cuStreamEndCapture(s0), "cuStreamEndCapture")
+            inst = getattr(drv, "cuGraphInstantiateWithFlags", None)
+            self._graph_exec = check(inst(g, 0) if inst else drv.cuGraphInstantiate(g, 0),
+                                     "cuGraphInstantiate")
+        check(drv.cuGraphLaunch(self._graph_exec, s0), "cuGraphLaunch")
+
+    def address(self, sl: BufferSlice) -> int:
+        """Device address of a slice under the current bindings."""
+        return self.bases[sl.allocation] + sl.offset
+
+    def execute(self, thunk: Thunk) -> None:
+        """Issue `thunk` (recursively) on its stream, honouring its events."""
+        drv = self.drv
+        stream = self.streams[thunk.stream]
+        for e in thunk.wait_events:
+            check(drv.cuStreamWaitEvent(stream, self.events[e], 0), "cuStreamWaitEvent")
+        _ISSUE[type(thunk)](self, thunk, stream)
+        if thunk.record_event is not None:
+            check(drv.cuEventRecord(self.events[thunk.record_event], stream), "cuEventRecord")
+
+    def read_scalar(self, sl: BufferSlice, stream: Any) -> int:
+        """Copy a small device value (pred / s32) back and wait for it."""
+        n = min(sl.size, 8)
+        self._host_word[0] = 0
+        check(self.drv.cuMemcpyDtoHAsync(self._host_word.ctypes.data, self.address(sl), n,
+                                         stream), "cuMemcpyDtoHAsync")
+        check(self.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        raw = self._host_word.view(np.uint8)[:n].tobytes()
+        return int.from_bytes(raw, "little", signed=True)
+
+
+def _kernel(rt: GpuRuntime, t: KernelThunk, stream: Any) -> None:
+    ptrs = tuple(rt.address(a.slice) for a in t.args)
+    params = (ptrs, tuple(ctypes.c_void_p for _ in ptrs))
+    check(rt.drv.cuLaunchKernel(rt.functions[t.kernel], *t.grid, *t.block, 0, stream,
+                                params, 0), f"cuLaunchKernel({t.kernel})")
+
+
+def _memzero(rt: GpuRuntime, t: MemzeroThunk, stream: Any) -> None:
+    check(rt.drv.cuMemsetD8Async(rt.address(t.dest), 0, t.dest.size, stream), "cuMemsetD8")
+
+
+def _memset32(rt: GpuRuntime, t: Memset32Thunk, stream: Any) -> None:
+    check(rt.drv.cuMemsetD32Async(rt.address(t.dest), t.value & 0xFFFFFFFF, t.dest.size // 4,
+                                  stream), "cuMemsetD32")
+
+
+def _d2d(rt: GpuRuntime, t: DeviceToDeviceCopyThunk, stream: Any) -> None:
+    check(rt.drv.cuMemcpyDtoDAsync(rt.address(t.dst), rt.address(t.src), t.src.size, stream),
+          "cuMemcpyDtoDAsync")
+
+
+def _sequential(rt: GpuRuntime, t: SequentialThunk, stream: Any) -> None:
+    for c in t.thunks:
+        rt.execute(c)
+
+
+def _while(rt: GpuRuntime, t: WhileThunk, stream: Any) -> None:
+    if t.trip_count is not None:
+        for _ in range(t.trip_count):
+            rt.execute(t.body)
+        return
+    while True:
+        rt.execute(t.condition)
+        if not rt.read_scalar(t.predicate, stream) & 0xFF:
+            break
+        rt.execute(t.body)
+
+
+def _conditional(rt: GpuRuntime, t: ConditionalThunk, stream: Any) -> None:
+    value = rt.read_scalar(t.index, stream)
+    n = len(t.branches)
+    if t.index_is_pred:
+        k = 0 if value & 0xFF else 1
+    else:
+        k = value if 0 <= value < n else n - 1
+    rt.execute(t.branches[k])
+
+
+def _unsupported(rt: GpuRuntime, t: Thunk, stream: Any) -> None:
+    raise XlcError(f"thunk kind {t.kind!r} ({t.hlo}) is handled by the executable, not the "
+                   f"schedule")
+
+
+_ISSUE: dict[type, Any] = {
+    KernelThunk: _kernel, MemzeroThunk: _memzero, Memset32Thunk: _memset32,
+    DeviceToDeviceCopyThunk: _d2d, SequentialThunk: _sequential, WhileThunk: _while,
+    ConditionalThunk: _conditional, HostToDeviceCopyThunk: _unsupported,
+    DeviceToHostCopyThunk: _unsupported,
+}

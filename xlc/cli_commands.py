@@ -1,0 +1,417 @@
+"""The verbs of the `xlc` console script (argument parsing and exit codes live in cli.py).
+
+Each `cmd_*` takes the parsed argparse namespace, writes to stdout, and raises XlcError
+subclasses for user errors (cli.py turns them into one line on stderr and exit code 1).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xlc.errors import ArgumentError, XlcError
+
+log = logging.getLogger("xlc.cli")
+
+
+class UsageError(XlcError):
+    """Bad command-line usage detected after argparse (exit code 2)."""
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def read_text(path: str) -> str:
+    """The text of an input file; ArgumentError for a missing file, directory or binary."""
+    p = Path(path)
+    if not p.exists():
+        raise ArgumentError(f"{path}: no such file")
+    if p.is_dir():
+        raise ArgumentError(f"{path}: is a directory, expected an HLO text file")
+    try:
+        return p.read_text()
+    except UnicodeDecodeError:
+        raise ArgumentError(f"{path}: not a text file (expected HLO text)") from None
+
+
+def load_module(path: str, verify: bool = True) -> Any:
+    """Parse (and verify) an HLO text file."""
+    from xlc.hlo.parser import parse_module
+    from xlc.hlo.verifier import verify_module
+
+    module = parse_module(read_text(path), filename=path)
+    if verify:
+        verify_module(module)
+    return module
+
+
+def is_artifact(path: str) -> bool:
+    """Whether `path` names a serialized executable (by suffix, or by zip magic)."""
+    if path.endswith(".xlc"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def load_inputs(path: str | None, n_params: int) -> list[np.ndarray]:
+    """Arrays in0..in{n-1} of an .npz (ArgumentError naming missing/extra keys)."""
+    if path is None:
+        if n_params:
+            raise ArgumentError(f"the module takes {n_params} parameter(s): pass --inputs in.npz "
+                                f"with keys in0..in{n_params - 1}")
+        return []
+    if not Path(path).exists():
+        raise ArgumentError(f"{path}: no such file")
+    try:
+        z = np.load(path)
+    except Exception as e:  # numpy raises several unrelated types for bad files
+        raise ArgumentError(f"{path}: not a readable .npz file ({e})") from None
+    with z:
+        keys = set(z.files)
+        missing = [f"in{i}" for i in range(n_params) if f"in{i}" not in keys]
+        if missing:
+            raise ArgumentError(f"{path}: missing input key(s) {', '.join(missing)} "
+                                f"(the module takes {n_params} parameter(s), keys in0..)")
+        extra = sorted(keys - {f"in{i}" for i in range(n_params)})
+        if extra:
+            raise ArgumentError(f"{path}: unexpected key(s) {', '.join(extra)}; the module takes "
+                                f"{n_params} parameter(s) (keys in0..in{n_params - 1})")
+        return [z[f"in{i}"] for i in range(n_params)]
+
+
+def flatten(result: object) -> list[np.ndarray]:
+    """Leaves of a (nested tuple/list/dict) result, in order."""
+    from xlc.frontend import pytree
+
+    leaves, _ = pytree.flatten(result)
+    return [np.asarray(x) for x in leaves]
+
+
+def write_outputs(outputs: list[np.ndarray], path: str | None) -> None:
+    """Save outputs as out0.. in an .npz, or print them when `path` is None."""
+    if path:
+        np.savez(path, **{f"out{i}": o for i, o in enumerate(outputs)})  # type: ignore[arg-type]
+    else:
+        for i, o in enumerate(outputs):
+            sys.stdout.write(f"out{i}: {o.dtype}{list(o.shape)}\n{o}\n")
+
+
+def _options(args: argparse.Namespace, **kw: Any) -> Any:
+    from xlc.options import default_options
+
+    opts = default_options()
+    cache_dir = getattr(args, "cache_dir", None)
+    if cache_dir:
+        kw["cache_dir"] = cache_dir
+    if getattr(args, "backend", None):
+        kw["backend"] = args.backend
+    return opts.replace(**kw) if kw else opts
+
+
+# ---- hlo -------------------------------------------------------------------------------------
+def cmd_hlo(args: argparse.Namespace) -> int:
+    """Parse, verify and print an HLO file (optionally after the optimization pipeline); with
+    --dump-to and the CPU backend also write the .ll / .opt.ll / .o stages."""
+    from xlc.hlo.printer import print_module
+
+    if is_artifact(args.input):  # the stored optimized program (and its memory report)
+        from xlc.artifact import read_archive
+        from xlc.artifact_manifest import HLO_MEMBER, REPORT_MEMBER
+
+        archive = read_archive(Path(args.input).read_bytes(), args.input)
+        member = REPORT_MEMBER if args.memory_report else HLO_MEMBER
+        sys.stdout.write(archive.members[member].decode().rstrip("\n") + "\n")
+        return 0
+    module = load_module(args.input)
+    if args.stage == "optimized" or args.memory_report:
+        from xlc.api import optimize_module
+
+        overrides = {}
+        if args.dump_to:
+            overrides["dump_to"] = args.dump_to
+        if args.dump_pass_re:
+            overrides["dump_pass_re"] = args.dump_pass_re
+        if args.dump_to and args.backend == "cpu":
+            _dump_cpu_stages(module, args.dump_to)
+        result = optimize_module(module, backend=args.backend, **overrides)
+        module = result.module
+        if args.memory_report:
+            sys.stdout.write(result.assignment.report() + "\n")
+            return 0
+    sys.stdout.write(print_module(module) + "\n")
+    return 0
+
+
+def _dump_cpu_stages(module: Any, dump_to: str) -> None:
+    """Compile a copy for the CPU and write its LLVM IR (before/after optimization) and object
+    code next to the HLO dumps."""
+    from xlc.backend_cpu import compile_cpu
+
+    exe = compile_cpu(module.clone(), _options(argparse.Namespace(), backend="cpu"))
+    out = Path(dump_to)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = module.name
+    (out / f"{stem}.ir-no-opt.ll").write_text(exe.llvm_ir)
+    (out / f"{stem}.ir-with-opt.ll").write_text(exe.optimized_ir)
+    (out / f"{stem}.o").write_bytes(exe.object_code())
+
+
+# ---- run -------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run an HLO file or an .xlc executable on inputs from an .npz; write outputs out0.. to an
+    .npz (tuple/pytree results flattened in order)."""
+    import xlc
+
+    if is_artifact(args.input):
+        from xlc.api import _convert_arg
+
+        exe = xlc.load(args.input)
+        if args.backend and args.backend != exe.backend:
+            raise ArgumentError(f"{args.input} holds a {exe.backend} executable; --backend "
+                                f"{args.backend} does not apply (recompile it for that backend)")
+        avals = exe.in_avals
+        inputs = load_inputs(args.inputs, len(avals))
+        flat = [_convert_arg(x, av, f"{args.input}: input in{i}")
+                for i, (x, av) in enumerate(zip(inputs, avals))]
+        write_outputs(flatten(exe.call_flat(flat)), args.output)
+        return 0
+    module = load_module(args.input)
+    assert module.entry is not None
+    inputs = load_inputs(args.inputs, len(module.entry.parameters))
+    compiled = xlc.compile(module, backend=args.backend or "interpreter",
+                           options=_options(args))
+    write_outputs(flatten(compiled(*inputs)), args.output)
+    return 0
+
+
+# ---- compile ---------------------------------------------------------------------------------
+def _parse_static(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise UsageError(f"--static expects NAME=VALUE, got {item!r}")
+        try:
+            out[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[name] = value
+    return out
+
+
+def _parse_arg_specs(specs: list[str]) -> list[Any]:
+    from xlc.api import ShapeDtype
+    from xlc.errors import ParseError
+    from xlc.hlo.parser import parse_shape
+
+    out = []
+    for spec in specs:
+        try:
+            shape = parse_shape(spec)
+        except ParseError:
+            raise UsageError(f"--arg expects a shape like f32[8,128], got {spec!r}") from None
+        if not shape.is_array:
+            raise UsageError(f"--arg {spec!r}: only array shapes are supported")
+        out.append(ShapeDtype(shape.dims, shape.element_type))
+    return out
+
+
+def _resolve_function(target: str) -> Any:
+    mod_name, _, fn_name = target.partition(":")
+    if not mod_name or not fn_name:
+        raise UsageError(f"expected an .hlo file or module:function, got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ArgumentError(f"cannot import module '{mod_name}' ({e})") from None
+    obj: Any = mod
+    for part in fn_name.split("."):
+        if not hasattr(obj, part):
+            raise ArgumentError(f"module '{mod_name}' has no attribute '{fn_name}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ArgumentError(f"'{target}' is not callable")
+    return obj
+
+
+def compile_input(args: argparse.Namespace) -> Any:
+    """A `Compiled` for the compile verb's INPUT (.hlo, or module:function with --arg specs)."""
+    import xlc
+    from xlc.api import Jitted
+
+    opts = _options(args)
+    if args.input.endswith(".hlo") or Path(args.input).is_file():
+        if args.arg or args.static:
+            raise UsageError("--arg/--static apply to module:function inputs, not HLO files")
+        return xlc.compile(load_module(args.input), backend=opts.backend, options=opts)
+    fn = _resolve_function(args.input)
+    statics = _parse_static(args.static or [])
+    specs = _parse_arg_specs(args.arg or [])
+    if isinstance(fn, Jitted):  # keep the decorator's static/donated arguments
+        jitted = Jitted(fn.fn, tuple(fn.static_argnums), tuple(fn.static_argnames | set(statics)),
+                        tuple(fn.donate_argnums), opts.backend, opts)
+    else:
+        jitted = Jitted(fn, (), tuple(statics), (), opts.backend, opts)
+    return jitted.lower(*specs, **statics).compile()
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Compile an HLO file or a Python function to an .xlc executable."""
+    t0 = time.perf_counter()
+    compiled = compile_input(args)
+    compiled.serialize(args.output)
+    size = Path(args.output).stat().st_size
+    stats = compiled.memory_stats()
+    sys.stdout.write(f"wrote {args.output}: {compiled.name} for {compiled.backend}, {size} "
+                     f"bytes, compiled in {1e3 * (time.perf_counter() - t0):.1f} ms, peak "
+                     f"memory {stats.get('peak_bytes', 0)} bytes\n")
+    return 0
+
+
+# ---- inspect ---------------------------------------------------------------------------------
+MEMORY_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes", "peak_bytes")
+
+
+def inspect_data(path: str) -> dict[str, Any]:
+    """The JSON of `xlc inspect --json`: the manifest plus a `memory` dict with the standard
+    keys. Checksums are verified; no code is loaded."""
+    from xlc.artifact import read_manifest
+
+    m = read_manifest(path)
+    data = json.loads(m.model_dump_json())
+    data["memory"] = {k: int(m.memory_stats.get(k, 0)) for k in MEMORY_KEYS}
+    return data
+
+
+def _spec_text(spec: dict[str, Any] | None) -> str:
+    if spec is None:
+        return "(tuple)"
+    return f"{spec['dtype']}[{','.join(str(d) for d in spec['shape'])}]"
+
+
+def inspect_text(data: dict[str, Any]) -> str:
+    """The human-readable `xlc inspect` report."""
+    sig = data["signature"]
+    tgt = data["target"]
+    lines = [f"{data['format']} v{data['format_version']} (xlc {data['xlc_version']})",
+             f"module:   {data['module_name']}   backend: {data['backend']}"]
+    if tgt.get("triple"):
+        lines.append(f"target:   {tgt['triple']} cpu={tgt['cpu_name']} "
+                     f"({len(tgt['cpu_features'])} features)")
+    if tgt.get("gpu_compute_capability"):
+        lines.append(f"target:   sm_{tgt['gpu_compute_capability']}")
+    if data.get("entry_symbol"):
+        lines.append(f"entry:    {data['entry_symbol']}")
+    names = sig.get("arg_names") or []
+    ins = ", ".join((f"{names[i]}: " if i < len(names) and names[i] else "") + _spec_text(s)
+                    for i, s in enumerate(sig["inputs"]))
+    outs = ", ".join(_spec_text(s) for s in sig["outputs"])
+    lines += ["", "signature:", f"  {sig['name']}({ins}) -> {outs}"]
+    for a in data.get("input_output_alias", []):
+        lines.append(f"  alias: output {a['output_index']} <- parameter "
+                     f"{a['parameter_number']} {a['parameter_index']}")
+    lines += ["", "memory:"]
+    lines += [f"  {k:<16} {v:>12}" for k, v in data["memory"].items()]
+    lines += ["", "allocations:"]
+    for a in data["allocations"]:
+        extra = f" parameter {a['parameter_number']}" if a["kind"] == "parameter" else ""
+        extra += " live-out" if a["maybe_live_out"] else ""
+        lines.append(f"  #{a['index']:<3} {a['kind']:<12} {a['size']:>12} bytes{extra}")
+    kernels = [s for s in data["schedule"] if s["opcode"] not in
+               ("parameter", "constant", "tuple", "get-tuple-element", "bitcast")]
+    lines += ["", f"schedule: {len(data['schedule'])} instructions, {len(kernels)} "
+              f"kernels/thunks"]
+    lines += [f"  {s['name']} = {s['opcode']}{'(' + s['kind'] + ')' if s['kind'] else ''} "
+              f"{s['shape']}" for s in kernels[:40]]
+    if len(kernels) > 40:
+        lines.append(f"  ... {len(kernels) - 40} more")
+    lines += ["", "compile times:"]
+    lines += [f"  {t['name']:<32} {1e3 * t['seconds']:9.2f} ms" for t in data["pass_timings"]]
+    for k, v in data.get("compile_seconds", {}).items():
+        lines.append(f"  {k:<32} {1e3 * v:9.2f} ms")
+    lines += ["", "members:"]
+    lines += [f"  {n:<28} {i['size']:>10} bytes  sha256 {i['sha256'][:16]}"
+              for n, i in data["members"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """Print an .xlc file's manifest, signature, memory stats, allocations and timings."""
+    data = inspect_data(args.input)
+    if args.json:
+        sys.stdout.write(json.dumps(data, indent=1) + "\n")
+    else:
+        sys.stdout.write(inspect_text(data))
+    return 0
+
+
+# ---- cache -----------------------------------------------------------------------------------
+def cmd_cache(args: argparse.Namespace) -> int:
+    """ls / clear / info of the persistent compile cache."""
+    from xlc.compile_cache import CompileCache
+    from xlc.options import default_options
+
+    directory = args.cache_dir or default_options().cache_dir
+    if not directory:
+        raise ArgumentError("no compile cache directory: set XLC_CACHE_DIR or pass --cache-dir")
+    cache = CompileCache(directory)
+    if args.action == "ls":
+        for e in cache.entries():
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.mtime))
+            sys.stdout.write(f"{e.key}  {e.size:>10}  {stamp}  {e.backend:<11} "
+                             f"{e.module_name}\n")
+    elif args.action == "clear":
+        n = cache.clear()
+        sys.stdout.write(f"removed {n} entr{'y' if n == 1 else 'ies'} from {cache.dir}\n")
+    else:
+        info = cache.info()
+        sys.stdout.write(f"directory: {info['directory']}\nentries:   {info['entries']}\n"
+                         f"bytes:     {info['total_bytes']}\n")
+    return 0
+
+
+# ---- viz -------------------------------------------------------------------------------------
+def cmd_viz(args: argparse.Namespace) -> int:
+    """Write the graph (and, for .html, the memory timeline) of an HLO or .xlc file."""
+    import xlc.viz as viz
+
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in viz.FORMATS + (".htm",):
+        raise UsageError(f"cannot tell the picture format of '{args.output}': name it .dot, "
+                         ".svg or .html")
+    assignment = None
+    if is_artifact(args.input):
+        from xlc.artifact import read_archive
+        from xlc.artifact_manifest import HLO_MEMBER
+        from xlc.hlo.parser import parse_module
+
+        archive = read_archive(Path(args.input).read_bytes(), args.input)
+        module = parse_module(archive.members[HLO_MEMBER].decode(), filename=args.input)
+    else:
+        module = load_module(args.input)
+        if args.stage == "optimized":
+            from xlc.api import optimize_module
+
+            result = optimize_module(module, backend=args.backend or "cpu")
+            module, assignment = result.module, result.assignment
+    viz.write(module, args.output, assignment)
+    sys.stdout.write(f"wrote {args.output}\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Trace, compile and run the embedded demo model; print HLO, results and stats."""
+    from xlc.demo import run_demo
+
+    return run_demo(sys.stdout, backend=args.backend, show_hlo=not args.quiet)
