@@ -179,3 +179,21 @@ def test_concurrent_writers_of_one_key(tmp_path: Path, writers: int):
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert late.returncode == 0, late.stderr
     assert json.loads(late.stdout.strip().splitlines()[-1])["stats"]["hits"] == 1
+
+
+def test_a_cache_hit_serializes_with_its_own_signature(tmp_path: Path):
+    import xlc.numpy as xnp
+
+    def f(d):
+        return {"y": xnp.cos(d["x"]) + d["b"]}
+
+    opts = CompileOptions(cache_dir=str(tmp_path / "cache"))
+    arg = {"x": np.linspace(0, 1, 8, dtype=np.float32), "b": np.ones(8, np.float32)}
+    xlc.api.Jitted(f, options=opts).lower(arg).compile()  # miss: stored
+    before = _stats()
+    hit = xlc.api.Jitted(f, options=opts).lower(arg).compile()
+    assert _stats()["hits"] == before["hits"] + 1
+    hit.serialize(str(tmp_path / "f.xlc"))
+    loaded = xlc.load(str(tmp_path / "f.xlc"))
+    np.testing.assert_array_equal(loaded(arg)["y"], np.cos(arg["x"]) + 1)
+    assert loaded.manifest.signature.arg_names == ["d"]

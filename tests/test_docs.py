@@ -241,6 +241,8 @@ def test_hlo_doc_lists_every_opcode_the_evaluator_runs() -> None:
     assert set(listed) - known == set(), "docs/hlo.md lists opcodes that do not exist"
     assert known - set(listed) == set(), "docs/hlo.md misses opcodes of the opcode table"
     assert {op.text for op in DISPATCH} >= set(listed)
+    count = re.search(r"has (\d+) opcodes", (ROOT / "docs" / "hlo.md").read_text())
+    assert count and int(count.group(1)) == len(Opcode), "update the opcode count in hlo.md"
 
 
 # Helpers the frontend modules export for each other, not for users.
@@ -272,6 +274,20 @@ def test_frontend_doc_coverage_lists_match_the_code(namespace: str) -> None:
                               f"docs/frontend.md: {undocumented}")
 
 
+# Tracer attributes that are implementation details, or exist only to raise a TraceError.
+_TRACER_INTERNAL = {"aval", "aval_text", "builder", "inst", "ptype", "weak_type", "item",
+                    "tolist"}
+
+
+def test_frontend_doc_lists_the_tracer_methods() -> None:
+    from xlc.frontend.tracer import Tracer
+
+    listed = {n for n in _marked_names("frontend.md", "tracer") if n.isidentifier()}
+    public = {n for n in dir(Tracer) if not n.startswith("_")} - _TRACER_INTERNAL
+    assert listed - public == set(), "docs/frontend.md lists Tracer methods that do not exist"
+    assert public - listed == set(), "Tracer methods missing from docs/frontend.md"
+
+
 def test_cli_doc_has_a_section_per_verb() -> None:
     from xlc.cli import build_parser
 
@@ -298,8 +314,35 @@ def test_block_parser_reads_markers(tmp_path: Path) -> None:
 
 
 def test_in_process_runner_reports_exit_codes(tmp_path: Path) -> None:
+    before = dict(os.environ)
     assert _run_in_process("xlc hlo missing.hlo  # a comment", tmp_path) == 1
     assert _run_in_process("xlc hlo --no-such-option x.hlo", tmp_path) == 2
     (tmp_path / "ok.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n")
     assert _run_in_process("XLC_FLAGS=--verify xlc hlo ok.hlo", tmp_path) == 0
-    assert "XLC_FLAGS" not in os.environ or os.environ["XLC_FLAGS"] == "--verify"
+    assert dict(os.environ) == before  # the environment is restored
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading."""
+    text = heading.strip().lower().replace("`", "")
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def test_relative_links_resolve() -> None:
+    broken = []
+    for doc in DOC_FILES:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            if not dest.exists():
+                broken.append(f"{doc.name}: {target} (no such file)")
+                continue
+            if anchor and dest.suffix == ".md":
+                heads = re.findall(r"^#+\s+(.*)$", dest.read_text(encoding="utf-8"), re.M)
+                if anchor not in {_slug(h) for h in heads}:
+                    broken.append(f"{doc.name}: {target} (no such heading)")
+    assert not broken, broken

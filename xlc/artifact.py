@@ -211,10 +211,12 @@ class StoredOptimized:
 class StoredExecutable:
     """A backend executable rebuilt from an archive: `run(flat)` plus `optimized`."""
 
-    def __init__(self, runner: Any, optimized: StoredOptimized, manifest: Manifest):
+    def __init__(self, runner: Any, optimized: StoredOptimized, manifest: Manifest,
+                 members: dict[str, bytes]):
         self.runner = runner
         self.optimized = optimized
         self.manifest = manifest
+        self.members = members
 
     def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
         """Run on flat, checked arguments; flat outputs."""
@@ -297,8 +299,8 @@ def build_archive(exe: Any, backend: str, signature: Signature,
     from xlc import __version__
     from xlc.hlo.printer import print_module
 
-    if isinstance(exe, StoredExecutable):  # re-serializing a loaded program: as stored
-        raise ArtifactError("internal: re-serialize a loaded executable from its bytes")
+    if isinstance(exe, StoredExecutable):  # a cache hit: the stored members, new signature
+        return _zip(exe.manifest.model_copy(update={"signature": signature}), exe.members)
     module, assignment, timings = _parts(exe)
     packed = PackedCode()
     if backend in _CODE_IO:
@@ -328,6 +330,10 @@ def build_archive(exe: Any, backend: str, signature: Signature,
         compile_seconds=dict(compile_seconds or {}),
         members={n: MemberInfo(sha256=hashlib.sha256(b).hexdigest(), size=len(b))
                  for n, b in members.items()})
+    return _zip(manifest, members)
+
+
+def _zip(manifest: Manifest, members: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1))
@@ -486,7 +492,7 @@ def executable_from_archive(archive: Archive) -> StoredExecutable:
     else:
         runner = _code_io(m.backend, where).unpack(m, archive.members, module, assignment,
                                                    where)
-    return StoredExecutable(runner, optimized, m)
+    return StoredExecutable(runner, optimized, m, archive.members)
 
 
 class LoadedExecutable(Compiled):

@@ -154,16 +154,21 @@ def cmd_hlo(args: argparse.Namespace) -> int:
 
 def _dump_cpu_stages(module: Any, dump_to: str) -> None:
     """Compile a copy for the CPU and write its LLVM IR (before/after optimization) and object
-    code next to the HLO dumps."""
+    code next to the HLO dumps (`<module>.ir-no-opt.ll`, `.ir-with-opt.ll`, `.o`). A module
+    the CPU backend cannot compile only gets a warning: the HLO dumps still happen."""
     from xlc.backend_cpu import compile_cpu
+    from xlc.passes.pipeline import dump_text
 
-    exe = compile_cpu(module.clone(), _options(argparse.Namespace(), backend="cpu"))
-    out = Path(dump_to)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = module.name
-    (out / f"{stem}.ir-no-opt.ll").write_text(exe.llvm_ir)
-    (out / f"{stem}.ir-with-opt.ll").write_text(exe.optimized_ir)
-    (out / f"{stem}.o").write_bytes(exe.object_code())
+    opts = _options(argparse.Namespace(), backend="cpu", dump_to=dump_to)
+    try:
+        exe = compile_cpu(module.clone(), opts.replace(dump_to=None))
+    except XlcError as e:
+        log.warning("no .ll/.o stages for %s: %s", module.name, str(e).splitlines()[0])
+        return
+    dump_text(opts, module.name, "ir-no-opt.ll", exe.llvm_ir)
+    path = dump_text(opts, module.name, "ir-with-opt.ll", exe.optimized_ir)
+    assert path is not None
+    Path(path[: -len("ir-with-opt.ll")] + "o").write_bytes(exe.object_code())
 
 
 # ---- run -------------------------------------------------------------------------------------

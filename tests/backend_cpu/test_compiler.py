@@ -152,3 +152,65 @@ ENTRY e {
     assert "!nontemporal" in exe.llvm_ir
     x, y = rand(2048, 1024), rand(2048, 1024, seed=1)
     np.testing.assert_allclose(exe.run([x, y])[0], np.tanh(x - y), rtol=1e-5, atol=1e-6)
+
+
+def test_dump_writes_llvm_ir(tmp_path) -> None:
+    from xlc.options import CompileOptions
+
+    compile_cpu(parse_module(SIMPLE), CompileOptions(backend="cpu", dump_to=str(tmp_path)))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert "m.ir-no-opt.ll" in names and "m.ir-opt.ll" in names
+    assert "define" in (tmp_path / "m.ir-opt.ll").read_text()
+
+
+SOFTMAX_BIG = """HloModule m
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ad {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[700,257] parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[700] reduce(x, ninf), dimensions={1}, to_apply=mx
+  mb = f32[700,257] broadcast(m), dimensions={0}
+  d = f32[700,257] subtract(x, mb)
+  ex = f32[700,257] exponential(d)
+  z = f32[] constant(0)
+  s = f32[700] reduce(ex, z), dimensions={1}, to_apply=ad
+  sb = f32[700,257] broadcast(s), dimensions={0}
+  ROOT o = f32[700,257] divide(ex, sb)
+}"""
+
+
+def test_row_group_pipelines_softmax_rows() -> None:
+    exe = compile_cpu(parse_module(SOFTMAX_BIG))
+    assert ".rows." in exe.llvm_ir
+    x = rand(700, 257) * 4
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(exe.run([x])[0], e / e.sum(axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+
+
+def test_no_row_group_when_rows_are_not_local() -> None:
+    text = """HloModule m
+ad {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[400,400] parameter(0)
+  z = f32[] constant(0)
+  s = f32[400] reduce(x, z), dimensions={1}, to_apply=ad
+  sb = f32[400,400] broadcast(s), dimensions={1}
+  ROOT o = f32[400,400] add(x, sb)
+}"""
+    exe = compile_cpu(parse_module(text))
+    assert ".rows." not in exe.llvm_ir
+    check(text, rand(400, 400), rtol=1e-4, atol=1e-4)

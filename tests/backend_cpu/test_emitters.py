@@ -432,3 +432,29 @@ ENTRY e {
     dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
     check(_dot_text((4, 64), (64, 8), dims, "f16[4,8]", "f16"), rand(4, 64).astype(np.float16),
           rand(64, 8, seed=1).astype(np.float16), rtol=1e-2, atol=1e-2)
+
+
+def test_matrix_vector_and_vector_dot() -> None:
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    check(_dot_text((33, 300), (300,), dims, "f32[33]"), rand(33, 300), rand(300, seed=2),
+          rtol=1e-4, atol=1e-4)
+    vdims = "lhs_contracting_dims={0}, rhs_contracting_dims={0}"
+    check(_dot_text((500,), (500,), vdims, "f64[]", "f64"), rand(500, dtype="float64"),
+          rand(500, seed=1, dtype="float64"), rtol=1e-10, atol=1e-10)
+
+
+def test_tiled_transpose_and_layout_copy() -> None:
+    text = """HloModule m
+ENTRY e {
+  a = f32[300,170] parameter(0)
+  t = f32[170,300] transpose(a), dimensions={1,0}
+  c = f32[300,170]{0,1} copy(a)
+  ROOT r = (f32[170,300], f32[300,170]{0,1}) tuple(t, c)
+}"""
+    check(text, rand(300, 170))
+    text3 = """HloModule m
+ENTRY e {
+  a = f32[6,50,70] parameter(0)
+  ROOT t = f32[70,6,50] transpose(a), dimensions={2,0,1}
+}"""
+    check(text3, rand(6, 50, 70))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from llvmlite import ir
 
 from tests.conftest import CORPUS, requires_corpus
@@ -233,3 +235,18 @@ def test_batched_matmul_corpus_case() -> None:
         b = ins[rhs] if rhs == "in1" else np.swapaxes(ins[rhs], 1, 2)
         got = compile_gemm(spec)(ins["in0"], b)
         np.testing.assert_allclose(got, outs[out], rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 90), n=st.integers(1, 90), k=st.integers(1, 90),
+       batch=st.integers(1, 2), ta=st.booleans(), tb=st.booleans(),
+       f64=st.booleans(), acc=st.booleans(), nthreads=st.integers(1, 3))
+def test_random_gemms(m: int, n: int, k: int, batch: int, ta: bool, tb: bool, f64: bool,
+                      acc: bool, nthreads: int) -> None:
+    """Random sizes/layouts/dtypes, both paths, with and without accumulation."""
+    dt = np.float64 if f64 else np.float32
+    a, b = _operands(m, n, k, batch, dt, ta, tb)
+    spec = GemmSpec.for_arrays(a, b, accumulate=acc)
+    c0 = RNG.standard_normal((batch, m, n)).astype(dt)
+    c = compile_gemm(spec, nthreads=nthreads)(a, b, c0.copy() if acc else None)
+    _check(c, a, b, c0.astype(np.float64) if acc else None)

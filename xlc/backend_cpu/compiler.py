@@ -35,7 +35,7 @@ from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.fusion import InstructionFusion
 from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.optimize import OptimizedModule, optimize_module
-from xlc.passes.pipeline import FixedPoint, HloPass
+from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 from xlc.passes.scheduler import MemoryScheduler
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -99,6 +99,9 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> Cpu
     lu.jit_engine().add_module(ref)
     t3 = time.perf_counter()
     timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "llvm_s": t3 - t2}
+    if options.dump_to:
+        dump_text(options, mod.name, "ir-no-opt.ll", str(llmod))
+        dump_text(options, mod.name, "ir-opt.ll", str(ref))
     log.debug("compiled %s: %s", mod.name, timings)
     return CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
                          llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings,

@@ -5,7 +5,10 @@ Output dims are [batch..., lhs free..., rhs free...] (XLA's DotGeneral). Two loo
   loop runs along the rhs/output free dims, contiguous for row-major operands, and vectorises
   (`contract` lets LLVM form FMAs); the k/n loops are blocked so the rhs panel stays in L2;
 * f16/bf16 results accumulate each output element in f32 registers (`b, m, n, k`) and round
-  once.
+  once; so do f32/f64 matrix-vector products, whose k loop vectorises as a `reassoc`
+  reduction;
+* large f32/f64 matmuls (contiguous rhs/out rows) use the register-blocked, B-packing,
+  threaded kernel of `emit_matmul`.
 Complex dots are unsupported (UnsupportedOpError). A packed AVX-512 microkernel is future work.
 """
 from __future__ import annotations
@@ -87,12 +90,15 @@ class _DotPlan:
                                                             self.ob + self.om + self.on)])
 
 
-def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value,
+             reassoc: bool = False) -> ir.Value:
     if lu.is_float_type(acc.type):
         p = b.fmul(x, y)
         p.flags.append("contract")
         s = b.fadd(acc, p)
         s.flags.append("contract")
+        if reassoc:
+            s.flags.append("reassoc")
         return s
     return b.add(acc, b.mul(x, y))
 
@@ -149,12 +155,21 @@ def _blocked_matmul(k: Kernel, inst: HloInstruction, plan: _DotPlan) -> None:
                     lu.store_element(b, _mul_add(b, acc, a, y), k.ptr(inst), o, pt)
 
 
+def _prod(xs: list[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
 def _min(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
     return b.select(b.icmp_signed("<", v, i64(hi)), v, i64(hi))
 
 
 def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
-                         out_pt: PrimitiveType) -> None:
+                         out_pt: PrimitiveType, reassoc: bool = False) -> None:
+    """One register accumulator per output element (`b, m, n, k` order); with `reassoc` the
+    k loop vectorises as a reduction (matrix-vector products and dot products)."""
     b = k.b
     lhs, rhs = inst.operands
     cty = lu.F32 if out_pt in (PrimitiveType.F16, PrimitiveType.BF16) else lu.value_type(out_pt)
@@ -166,7 +181,7 @@ def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
         with lu.for_nest(b, plan.ksizes, "k") as ki:
             x = load_as(k, b, lhs, plan.lhs_off(b, bi, mi, ki), out_pt)
             y = load_as(k, b, rhs, plan.rhs_off(b, bi, ni, ki), out_pt)
-            b.store(_mul_add(b, b.load(slot), x, y), slot)
+            b.store(_mul_add(b, b.load(slot), x, y, reassoc), slot)
         res = b.load(slot)
         if out_pt.is_float:
             res = from_compute(b, res, out_pt)
@@ -193,6 +208,9 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         _register_accumulate(k, inst, plan, out_pt)
     elif matmul_applicable(inst, plan) and not _overlaps(em, inst):
         emit_matmul(k, inst, plan, em.threads)
+    elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and _prod(plan.nsizes) == 1:
+        # matrix-vector / dot product: a reduction along k per output element
+        _register_accumulate(k, inst, plan, out_pt, reassoc=True)
     elif (out_pt in (PrimitiveType.F32, PrimitiveType.F64) and len(plan.msizes) == 1
           and len(plan.nsizes) == 1 and len(plan.ksizes) == 1):
         _blocked_matmul(k, inst, plan)

@@ -99,6 +99,47 @@ def _emit_roots(k: Kernel, gen: LeafEmitter, inst: HloInstruction,
     k.finish()
 
 
+TILE = 32
+TILE_MIN_ELEMENTS = 1 << 14
+
+
+def _transposed_dim(inst: HloInstruction) -> int | None:
+    """For a big transpose or layout-changing copy: the output dim that is the operand's
+    physically minor dim, when it differs from the output's minor dim (else None)."""
+    if inst.opcode not in (Opcode.TRANSPOSE, Opcode.COPY) or \
+            inst.shape.num_elements < TILE_MIN_ELEMENTS or inst.shape.rank < 2:
+        return None
+    op = inst.operands[0]
+    d_in = physical_order(op.shape)[-1]
+    j = list(inst.attrs["dimensions"]).index(d_in) if inst.opcode is Opcode.TRANSPOSE else d_in
+    return None if j == physical_order(inst.shape)[-1] else j
+
+
+def _emit_tiled(k: Kernel, gen: LeafEmitter, inst: HloInstruction, j: int) -> None:
+    """TILE x TILE tiles over (output dim j, output minor dim): the reads along j and the
+    writes along the minor dim both stay within an L1-resident tile."""
+    b = k.b
+    shape = inst.shape
+    a = physical_order(shape)[-1]
+    others = [d for d in physical_order(shape) if d not in (a, j)]
+    with loop_over(b, shape, "t", dims=others) as idx, \
+            lu.for_range(b, i64(shape.dims[j]), step=TILE, name="j0") as j0, \
+            lu.for_range(b, i64(shape.dims[a]), step=TILE, name="a0") as a0:
+        jend = _smin(b, b.add(j0, i64(TILE)), shape.dims[j])
+        aend = _smin(b, b.add(a0, i64(TILE)), shape.dims[a])
+        with lu.for_range(b, jend, start=j0, name="jj") as jj, \
+                lu.for_range(b, aend, start=a0, name="aa") as aa:
+            full = list(idx)
+            full[j], full[a] = jj, aa
+            gen.clear_cache()
+            k.write(inst, full, gen.generate(inst, full))
+    k.finish()
+
+
+def _smin(b: ir.IRBuilder, v: ir.Value, hi: int) -> ir.Value:
+    return b.select(b.icmp_signed("<", v, i64(hi)), v, i64(hi))
+
+
 STREAM_MIN_BYTES = 8 << 20
 """Outputs at least this big are written with non-temporal stores (they will not fit in cache
 anyway, and streaming saves the write-allocate read: cpu-perf.md lesson 3)."""
@@ -163,6 +204,11 @@ def emit_elementwise(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """An unfused elementwise or data-movement op as its own loop."""
     element_type(inst.shape, inst.name)
     outs: list[tuple[HloInstruction, ShapeIndex]] = [(inst, ())]
+    j = _transposed_dim(inst)
+    if j is not None:
+        k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+        _emit_tiled(k, operand_generator(k, inst), inst, j)
+        return
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split_of(inst.shape))
     _emit_roots(k, operand_generator(k, inst), inst, [inst], outs,
                 streaming=_aligned_output(em, outs))

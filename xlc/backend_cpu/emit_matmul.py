@@ -14,6 +14,7 @@ Structure (BLIS-like, shapes are static so every bound is a constant):
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from llvmlite import ir
 
@@ -37,7 +38,7 @@ def _vw(pt: PrimitiveType) -> int:
     return 64 // pt.byte_size
 
 
-def matmul_applicable(inst: HloInstruction, plan: object) -> bool:
+def matmul_applicable(inst: HloInstruction, plan: Any) -> bool:
     """Whether `emit_matmul` handles this dot (see the module docstring)."""
     pt = inst.shape.element_type
     if pt not in (PrimitiveType.F32, PrimitiveType.F64):
@@ -45,15 +46,15 @@ def matmul_applicable(inst: HloInstruction, plan: object) -> bool:
     if any(op.shape.element_type is not pt for op in inst.operands):
         return False
     p = plan
-    if not (len(p.msizes) == 1 and len(p.nsizes) == 1 and len(p.ksizes) == 1):  # type: ignore
+    if not (len(p.msizes) == 1 and len(p.nsizes) == 1 and len(p.ksizes) == 1):
         return False
-    n_rhs, n_out = p.rs[p.rf[0]], p.os[p.on[0]]  # type: ignore[attr-defined]
-    flops = 2 * p.msizes[0] * p.nsizes[0] * p.ksizes[0] * _prod(p.bsizes)  # type: ignore
+    n_rhs, n_out = p.rs[p.rf[0]], p.os[p.on[0]]
+    flops = 2 * p.msizes[0] * p.nsizes[0] * p.ksizes[0] * _prod(p.bsizes)
     return n_rhs == 1 and n_out == 1 and p.nsizes[0] >= NV * _vw(pt) \
-        and flops >= MIN_FLOPS  # type: ignore[attr-defined]
+        and flops >= MIN_FLOPS
 
 
-def emit_matmul(k: Kernel, inst: HloInstruction, plan: object, threads: int = 1) -> None:
+def emit_matmul(k: Kernel, inst: HloInstruction, plan: Any, threads: int = 1) -> None:
     """Emit the blocked kernel into `k` (which must have inst and its operands). With
     `threads` > 1 and enough work, the n panels are split over that many threads (pthreads;
     the calling thread takes the first share)."""
@@ -62,11 +63,11 @@ def emit_matmul(k: Kernel, inst: HloInstruction, plan: object, threads: int = 1)
     pt = element_type(inst.shape, inst.name)
     nr = NV * _vw(pt)
     lhs, rhs = inst.operands
-    (msize,), (nsize,), (ksize,) = p.msizes, p.nsizes, p.ksizes  # type: ignore[attr-defined]
+    (msize,), (nsize,), (ksize,) = p.msizes, p.nsizes, p.ksizes
     part = _part_function(k, inst, p, pt)
     panels = nsize // nr
     a_ptr, b_ptr, c_ptr = k.ptr(lhs), k.ptr(rhs), k.ptr(inst)
-    flops = 2 * msize * nsize * ksize * max(1, _prod(p.bsizes))  # type: ignore[attr-defined]
+    flops = 2 * msize * nsize * ksize * max(1, _prod(p.bsizes))
     nthreads = min(threads, panels) if flops >= PARALLEL_FLOPS else 1
     if nthreads > 1:
         run_parallel(b, part, [a_ptr, b_ptr, c_ptr], panels, nthreads)
@@ -74,12 +75,12 @@ def emit_matmul(k: Kernel, inst: HloInstruction, plan: object, threads: int = 1)
         b.call(part, [a_ptr, b_ptr, c_ptr, i64(0), i64(panels)])
     if panels * nr < nsize:
         ety = lu.value_type(pt)
-        lm, lk = p.ls[p.lf[0]], p.ls[p.lc[0]]  # type: ignore[attr-defined]
-        rk, om = p.rs[p.rc[0]], p.os[p.om[0]]  # type: ignore[attr-defined]
-        with lu.for_nest(b, p.bsizes, "tb") as bi:  # type: ignore[attr-defined]
-            a_base = _gep(b, a_ptr, _boff(b, bi, p.lb, p.ls), ety)  # type: ignore
-            b_base = _gep(b, b_ptr, _boff(b, bi, p.rb, p.rs), ety)  # type: ignore
-            c_base = _gep(b, c_ptr, _boff(b, bi, p.ob, p.os), ety)  # type: ignore
+        lm, lk = p.ls[p.lf[0]], p.ls[p.lc[0]]
+        rk, om = p.rs[p.rc[0]], p.os[p.om[0]]
+        with lu.for_nest(b, p.bsizes, "tb") as bi:
+            a_base = _gep(b, a_ptr, _boff(b, bi, p.lb, p.ls), ety)
+            b_base = _gep(b, b_ptr, _boff(b, bi, p.rb, p.rs), ety)
+            c_base = _gep(b, c_ptr, _boff(b, bi, p.ob, p.os), ety)
             _scalar_tail(b, a_base, b_base, c_base, panels * nr, msize, nsize, ksize,
                          lm, lk, rk, om, pt)
 
@@ -94,7 +95,7 @@ def _prod(xs: list[int]) -> int:
     return out
 
 
-def _part_function(k: Kernel, inst: HloInstruction, p: object, pt: PrimitiveType
+def _part_function(k: Kernel, inst: HloInstruction, p: Any, pt: PrimitiveType
                    ) -> ir.Function:
     """`void part(ptr a, ptr b, ptr c, i64 first_panel, i64 end_panel)`: the kernel over n
     panels [first, end) of every batch."""
@@ -110,21 +111,21 @@ def _part_function(k: Kernel, inst: HloInstruction, p: object, pt: PrimitiveType
     vw = _vw(pt)
     nr = NV * vw
     vty = ir.VectorType(ety, vw)
-    (msize,), (ksize,) = p.msizes, p.ksizes  # type: ignore[attr-defined]
+    (msize,), (ksize,) = p.msizes, p.ksizes
     kc = min(KC, ksize)
-    lm, lk = p.ls[p.lf[0]], p.ls[p.lc[0]]  # type: ignore[attr-defined]
-    rk = p.rs[p.rc[0]]  # type: ignore[attr-defined]
-    om = p.os[p.om[0]]  # type: ignore[attr-defined]
+    lm, lk = p.ls[p.lf[0]], p.ls[p.lc[0]]
+    rk = p.rs[p.rc[0]]
+    om = p.os[p.om[0]]
     a_ptr, b_ptr, c_ptr, first_panel, end_panel = fn.args
     raw = b.alloca(ir.ArrayType(ety, kc * nr))
     raw.align = 64
     raw.type = lu.PTR  # an opaque pointer for llvmlite's type checks (IR text: `ptr`)
     pack = raw
     accs = [[b.alloca(vty) for _ in range(NV)] for _ in range(MR)]
-    with lu.for_nest(b, p.bsizes, "b") as bi:  # type: ignore[attr-defined]
-        a_base = _gep(b, a_ptr, _boff(b, bi, p.lb, p.ls), ety)  # type: ignore[attr-defined]
-        b_base = _gep(b, b_ptr, _boff(b, bi, p.rb, p.rs), ety)  # type: ignore[attr-defined]
-        c_base = _gep(b, c_ptr, _boff(b, bi, p.ob, p.os), ety)  # type: ignore[attr-defined]
+    with lu.for_nest(b, p.bsizes, "b") as bi:
+        a_base = _gep(b, a_ptr, _boff(b, bi, p.lb, p.ls), ety)
+        b_base = _gep(b, b_ptr, _boff(b, bi, p.rb, p.rs), ety)
+        c_base = _gep(b, c_ptr, _boff(b, bi, p.ob, p.os), ety)
         with lu.for_range(b, b.mul(end_panel, i64(nr)), start=b.mul(first_panel, i64(nr)),
                           step=nr, name="n0") as n0, \
                 lu.for_range(b, i64(ksize), step=kc, name="k0") as k0:

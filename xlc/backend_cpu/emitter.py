@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
 from xlc.errors import UnsupportedOpError
@@ -204,6 +205,9 @@ class CpuEmitter:
                  threads: int = 1):
         self.hlo = module
         self.threads = threads
+        self.row_groups = True
+        self.parallel_elements = PARALLEL_ELEMENTS
+        self._collect: list | None = None
         self.ba = assignment
         self.entry_name = entry_name
         self.llmod = lu.new_module(entry_name)
@@ -236,10 +240,24 @@ class CpuEmitter:
         fn.args[0].name = "table"
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = FnCtx(comp, fn, b, fn.args[0])
-        for inst in self.schedule_of(comp):
-            self.emit_instruction(ctx, inst)
+        sched = self.schedule_of(comp)
+        i = 0
+        while i < len(sched):
+            group = find_row_group(self, sched, i) if self.row_groups else None
+            if group is not None:
+                insts, rows, cols = group
+                emit_row_group(self, ctx, insts, rows, cols)
+                i += len(insts)
+            else:
+                self.emit_instruction(ctx, sched[i])
+                i += 1
         ctx.b.ret_void()
         return fn
+
+    def collect_kernels(self, into: list | None) -> None:
+        """While `into` is a list, `kernel()` makes row-range kernels (Kernel.outer set) and
+        appends (function, slices) to it instead of emitting their calls (row groups)."""
+        self._collect = into
 
     def schedule_of(self, comp: HloComputation) -> list[HloInstruction]:
         """The instruction order of `comp`: the module schedule, else post order."""
@@ -315,7 +333,8 @@ class CpuEmitter:
             if sl not in distinct:
                 distinct.append(sl)
         self._kernel_count += 1
-        threaded = split > 1 and self.threads > 1
+        collect = self._collect
+        threaded = collect is not None or (split > 1 and self.threads > 1)
         name = self.llmod.get_unique_name(f"{self.entry_name}.k.{label}")
         extra = [lu.I64, lu.I64] if threaded else []
         fn = ir.Function(self.llmod, ir.FunctionType(lu.VOID, [lu.PTR] * len(distinct) + extra),
@@ -329,7 +348,10 @@ class CpuEmitter:
             args[sl.key()] = arg
         ptrs = [self.slice_address(ctx.b, ctx.table, sl) for sl in distinct]
         outer = None
-        if threaded:
+        if collect is not None:
+            collect.append((fn, distinct))
+            outer = (fn.args[-2], fn.args[-1])
+        elif threaded:
             from xlc.backend_cpu.parallel import run_parallel
 
             # called from up to three places (worker, inline share, fallback): one copy only

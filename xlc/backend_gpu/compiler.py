@@ -6,6 +6,7 @@ Compiling never needs a GPU or cuda-python; running does (see runtime.py).
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
-from xlc.passes.pipeline import FixedPoint, HloPass
+from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -102,6 +103,10 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     if assemble and nvptx.ptxas_path() is not None:
         cubin = nvptx.ptxas(ptx, options.gpu_sm)
     t4 = time.perf_counter()
+    # named stages: hlo -> opt.hlo (optimize_module) -> .ll -> .ptx (-> .cubin)
+    dump_text(options, mod.name, f"sm_{options.gpu_sm}.ll", llvm_ir)
+    dump_text(options, mod.name, f"sm_{options.gpu_sm}.ptx", ptx)
+    dump_text(options, mod.name, "thunks.json", json.dumps(plan.thunks.to_dict(), indent=1))
     timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "ptx_s": t3 - t2,
                "ptxas_s": t4 - t3}
     log.debug("compiled %s for sm_%d: %s", mod.name, options.gpu_sm, timings)

@@ -36,6 +36,7 @@ from xlc.passes.heap_simulator import (
     HeapResult,
     SharedUse,
     best_fit_heap,
+    chunk_alignment,
     no_fragmentation_peak,
     temp_heap_buffers,
 )
@@ -160,6 +161,12 @@ class BufferAssignment:
             self._alloc_of[b] = alloc
 
     # ---- queries -----------------------------------------------------------------------------
+    def required_alignment(self, buf: LogicalBuffer) -> int:
+        """The offset alignment `buf`'s slice has inside a temp or output allocation:
+        `chunk_alignment` of its alias set's size (the backend alignment for buffers of at
+        least that size, less for small ones: 4 for an f32 scalar)."""
+        return chunk_alignment(self.dataflow.alias_set(buf).size, self.alignment)
+
     def has_allocation(self, buf: LogicalBuffer) -> bool:
         """False for buffers of fused or unreachable computations."""
         return buf in self._alloc_of
@@ -343,6 +350,8 @@ def _assign_temps_with_heap(ba: BufferAssignment, live: LiveRanges, temps: list[
         sets = [s for s in temps if s.color == color]
         outs = [s for _, s in out_sets.values() if s.color == color]
         groups, shares = temp_heap_buffers(df, live, sets + outs, reuse_operands)
+        for g in groups:
+            g.alignment = chunk_alignment(g.size, ba.alignment)
         ba.shares += shares
         windows: dict[int, list[tuple[HeapBuffer, int]]] = {
             alloc.index: [] for alloc, s in out_sets.values() if s.color == color}
@@ -372,7 +381,7 @@ def _assign_temps_with_heap(ba: BufferAssignment, live: LiveRanges, temps: list[
         # sets without a live range (dead code in unscheduled computations) go at the end
         for s in sets:
             if not ba.has_allocation(s.buffers[0]):
-                off = _round_up(alloc.size, ba.alignment)
+                off = _round_up(alloc.size, chunk_alignment(s.size, ba.alignment))
                 alloc.size = off + s.size
                 ba._put(alloc, s, off)
 
@@ -391,7 +400,7 @@ def _fill_output_windows(ba: BufferAssignment, windows: dict[int, list[tuple[Hea
         remaining = []
         for g in left:
             used = sorted((off, o.size) for o, off in occupants if o.overlaps(g))
-            offset = _first_fit(used, g.size, ba.alignment, alloc.size) \
+            offset = _first_fit(used, g.size, g.alignment or ba.alignment, alloc.size) \
                 if g.size <= alloc.size else None
             if offset is None:
                 remaining.append(g)
@@ -468,7 +477,8 @@ def _assign_temps_greedy(ba: BufferAssignment, temps: list[AliasSet]) -> None:
         alloc = ba._new(0, color)
         offset = 0
         for size, members in bins:
-            offset = _round_up(offset, ba.alignment)
+            offset = _round_up(offset, max(chunk_alignment(m.size, ba.alignment)
+                                           for m in members))
             for m in members:
                 ba._put(alloc, m, offset)
             offset += size

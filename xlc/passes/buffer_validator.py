@@ -16,7 +16,7 @@ def validate_buffer_assignment(ba: BufferAssignment) -> None:
     """Check that:
     1. every buffer outside fused computations has an allocation;
     2. every (offset, size) lies inside its allocation, is at least the buffer's size, has the
-       allocation's color, and temp/output offsets are aligned;
+       allocation's color, and temp/output offsets are aligned (`required_alignment`);
     3. no two buffers that may be live at the same time overlap in memory: overlapping slices in
        one allocation need the same must-alias set, disjoint live ranges (touching only through
        a legal operand reuse), or, without a total order, `!may_interfere`;
@@ -50,10 +50,11 @@ def _check_bounds(ba: BufferAssignment, alloc: BufferAllocation) -> None:
             raise VerificationError(
                 f"buffer {buf} of color {buf.color} is in allocation {alloc.index} of color "
                 f"{alloc.color}")
-        if (alloc.is_preallocated_temp or alloc.maybe_live_out) and off % ba.alignment:
+        align = ba.required_alignment(buf)
+        if (alloc.is_preallocated_temp or alloc.maybe_live_out) and off % align:
             raise VerificationError(
                 f"buffer {buf} at offset {off} in allocation {alloc.index} is not aligned to "
-                f"{ba.alignment}")
+                f"{align}")
 
 
 def _check_readonly(ba: BufferAssignment, alloc: BufferAllocation) -> None:

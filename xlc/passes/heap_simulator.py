@@ -56,6 +56,8 @@ class HeapBuffer:
     size: int
     intervals: list[TimeInterval]
     members: list[object] = field(default_factory=list)
+    alignment: int = 0
+    """This group's offset alignment; 0 means the heap's alignment."""
 
     @property
     def start(self) -> int:
@@ -91,6 +93,19 @@ def _align(x: int, alignment: int) -> int:
     return (x + alignment - 1) // alignment * alignment
 
 
+def chunk_alignment(size: int, alignment: int) -> int:
+    """The offset alignment a buffer of `size` bytes needs when the backend's alignment is
+    `alignment` (a power of two): the full `alignment` for buffers of at least that many
+    bytes (vector code), otherwise the largest power of two dividing `size` (a multiple of the
+    element size, and of any vector width whose multiple the size is) capped at `alignment`;
+    1 for empty buffers. E.g. (64 backend) f32[] -> 4, f32[4] -> 16, f32[3] -> 4, f32[100] -> 64."""
+    if size <= 0:
+        return 1
+    if size >= alignment:
+        return alignment
+    return min(alignment, size & -size)
+
+
 def _spatial_key(b: HeapBuffer) -> tuple[int, int, int]:
     return (-b.size, -(b.end - b.start), b.key)
 
@@ -108,8 +123,9 @@ ORDERS: dict[str, Callable[[HeapBuffer], tuple[int, int, int]]] = {
 def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: int = CPU_ALIGNMENT,
                                     order: str = "spatial") -> HeapResult:
     """Place every buffer (XLA's GlobalDecreasingSizeBestFitHeap). Requires alignment >= 1 and
-    unique keys. Guarantees: every offset is a multiple of `alignment`; buffers whose intervals
-    overlap in time get disjoint chunks; zero-size buffers get (0, 0)."""
+    unique keys. Guarantees: every offset is a multiple of the buffer's own `alignment` when
+    set (non-zero), else of `alignment`; buffers whose intervals overlap in time get disjoint
+    chunks; zero-size buffers get (0, 0)."""
     if alignment < 1:
         raise ValueError(f"alignment must be positive, got {alignment}")
     items = sorted(buffers, key=ORDERS[order])
@@ -132,7 +148,7 @@ def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: in
         used = sorted(((int(offs[i]), int(ends[i])) for i in hits
                        if not (multi or len(placed[i].intervals) > 1)
                        or buf.overlaps(placed[i])), key=lambda c: c[0])
-        offset = _best_fit(used, buf.size, alignment)
+        offset = _best_fit(used, buf.size, buf.alignment or alignment)
         chunk = Chunk(offset, buf.size)
         chunks[buf.key] = chunk
         lo[n], hi[n], offs[n], ends[n] = b_lo, b_hi, offset, chunk.end
@@ -200,7 +216,7 @@ def check_heap(buffers: Iterable[HeapBuffer], result: HeapResult, alignment: int
         c = result.chunks.get(b.key)
         if c is None:
             problems.append(f"buffer {b.key} has no chunk")
-        elif c.size and (c.offset % alignment or c.end > result.heap_size):
+        elif c.size and (c.offset % (b.alignment or alignment) or c.end > result.heap_size):
             problems.append(f"buffer {b.key} chunk {c} misaligned or outside the heap")
     for i, a in enumerate(items):
         for b in items[i + 1:]:
