@@ -2,7 +2,6 @@
 pytree signature, and every way a file can be bad (asserted by message)."""
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -10,7 +9,6 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,6 @@ import pytest
 
 import xlc
 from tests.conftest import ROOT, corpus_cases, requires_corpus
-from xlc import api
 from xlc.artifact_manifest import FORMAT_VERSION, HLO_MEMBER, OBJECT_MEMBER
 
 CASES = corpus_cases()
@@ -41,21 +38,6 @@ for job in jobs:
     job["load_s"] = load_s
 json.dump(jobs, open(sys.argv[1], "w"))
 """
-
-
-@contextlib.contextmanager
-def cpu_backend() -> Iterator[None]:
-    """Make backend 'cpu' available in xlc.api while the CPU backend is not registered yet."""
-    orig = api.BACKENDS["cpu"]
-    placeholder = getattr(orig, "__module__", "") == "xlc.api"
-    if placeholder:
-        from xlc.backend_cpu import compile_cpu
-
-        api.BACKENDS["cpu"] = compile_cpu  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        api.BACKENDS["cpu"] = orig
 
 
 def _flat(out: object) -> list[np.ndarray]:
@@ -101,8 +83,7 @@ def interpreter_roundtrip(tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 
 @pytest.fixture(scope="module")
 def cpu_roundtrip(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple]:
-    with cpu_backend():
-        return _fresh_process_roundtrip(tmp_path_factory.mktemp("cpu"), "cpu")
+    return _fresh_process_roundtrip(tmp_path_factory.mktemp("cpu"), "cpu")
 
 
 def _assert_same(local: list[np.ndarray], fresh: list[np.ndarray]) -> None:
@@ -182,8 +163,7 @@ def test_loading_runs_no_passes_and_no_llvm_optimization(tmp_path: Path, monkeyp
     from xlc.codegen import llvm_utils
     from xlc.passes import pipeline
 
-    with cpu_backend():
-        compiled = xlc.compile(SMALL_HLO, backend="cpu")
+    compiled = xlc.compile(SMALL_HLO, backend="cpu")
     path = tmp_path / "small.xlc"
     compiled.serialize(str(path))
 
@@ -223,8 +203,7 @@ ENTRY main {
 
 @pytest.fixture
 def cpu_file(tmp_path: Path) -> Path:
-    with cpu_backend():
-        compiled = xlc.compile(SMALL_HLO, backend="cpu")
+    compiled = xlc.compile(SMALL_HLO, backend="cpu")
     path = tmp_path / "small.xlc"
     compiled.serialize(str(path))
     return path
@@ -449,9 +428,8 @@ def test_cpu_donated_pytree_roundtrip(tmp_path: Path):
 
     state = {"w": np.linspace(0, 1, 8, dtype=np.float32), "n": np.int32(3)}
     g = np.ones(8, np.float32)
-    with cpu_backend():
-        f = xlc.jit(step, donate_argnums=0, backend="cpu")
-        compiled = f.lower(state, g).compile()
+    f = xlc.jit(step, donate_argnums=0, backend="cpu")
+    compiled = f.lower(state, g).compile()
     path = tmp_path / "step.xlc"
     compiled.serialize(str(path))
     loaded = xlc.load(str(path))

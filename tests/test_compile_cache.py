@@ -12,7 +12,6 @@ import pytest
 
 import xlc
 from tests.conftest import ROOT
-from tests.test_artifact import cpu_backend
 from xlc import compile_cache
 from xlc.compile_cache import CompileCache, cache_key, module_fingerprint
 from xlc.hlo.parser import parse_module
@@ -79,14 +78,13 @@ def test_cpu_hit_loads_code_without_llvm(tmp_path: Path, monkeypatch):
 
     opts = CompileOptions(cache_dir=str(tmp_path), backend="cpu")
     x = np.linspace(-1, 1, 16, dtype=np.float32)
-    with cpu_backend():
-        first = xlc.compile(program(), backend="cpu", options=opts)
+    first = xlc.compile(program(), backend="cpu", options=opts)
 
-        def forbidden(*a: object, **k: object) -> None:
-            raise AssertionError("a cache hit must not run LLVM")
+    def forbidden(*a: object, **k: object) -> None:
+        raise AssertionError("a cache hit must not run LLVM")
 
-        monkeypatch.setattr(llvm_utils, "compile_module", forbidden)
-        second = xlc.compile(program("again"), backend="cpu", options=opts)
+    monkeypatch.setattr(llvm_utils, "compile_module", forbidden)
+    second = xlc.compile(program("again"), backend="cpu", options=opts)
     np.testing.assert_array_equal(first(x, x), second(x, x))
 
 

@@ -274,6 +274,38 @@ def test_frontend_doc_coverage_lists_match_the_code(namespace: str) -> None:
                               f"docs/frontend.md: {undocumented}")
 
 
+def _pass_names(entries: object) -> set[str]:
+    from xlc.passes.pipeline import FixedPoint, Pipeline
+
+    out: set[str] = set()
+    for e in entries:  # type: ignore[attr-defined]
+        out.add(e.name)
+        if isinstance(e, (FixedPoint, Pipeline)):
+            out |= _pass_names(e.passes)
+    return out
+
+
+def test_passes_doc_table_covers_every_pipeline_pass() -> None:
+    import importlib
+
+    from xlc.options import CompileOptions
+
+    lists = [("xlc.passes.optimize", "standard_passes"),
+             ("xlc.passes.optimize", "interpreter_passes"),
+             ("xlc.backend_cpu.compiler", "cpu_passes"),
+             ("xlc.backend_gpu.compiler", "gpu_passes")]
+    used: set[str] = set()
+    for mod_name, fn_name in lists:
+        try:
+            fn = getattr(importlib.import_module(mod_name), fn_name)
+        except (ImportError, AttributeError):
+            continue  # that backend (or list) does not exist in this checkout
+        used |= _pass_names(fn(CompileOptions()))
+    text = (ROOT / "docs" / "passes.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([^`]+)` \|", text, re.M))
+    assert used - documented == set(), "passes missing from the table in docs/passes.md"
+
+
 # Tracer attributes that are implementation details, or exist only to raise a TraceError.
 _TRACER_INTERNAL = {"aval", "aval_text", "builder", "inst", "ptype", "weak_type", "item",
                     "tolist"}

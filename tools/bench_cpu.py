@@ -130,9 +130,14 @@ def main() -> None:
     names = ns.cases or [n for n in case_names() if n.startswith("bench_")]
     if ns.small and not ns.cases:
         names += case_names(include_benchmarks=False)
+    import os
+
+    print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores; > ~1 means the figures "
+          "below are inflated by other work)")
     for name in names:
         bench_case(name, ns.reps)
     call_overhead(ns.reps)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

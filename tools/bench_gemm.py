@@ -1,21 +1,26 @@
-"""Benchmark the generated f32 GEMM (`xlc.codegen.gemm`) against numpy, side by side.
+"""Benchmark the generated GEMM (`xlc.codegen.gemm`) against numpy, side by side.
 
-Usage: python tools/bench_gemm.py [--sizes 256 512 1024 2048] [--threads 1 2] [--reps N]
-       [--dtype f32|f64] [--python-threads]
+Usage: python tools/bench_gemm.py [--sizes 256 512 1024 2048] [--shapes MxNxK ...]
+       [--threads 1 2] [--reps N] [--dtype f32|f64] [--python-threads] [--peak]
 
-For every square size n it prints GFLOP/s (2 n^3 / time; median and best of
---reps) of xlc's GEMM on each thread
-count and of numpy's matmul (OpenBLAS as configured by the environment, e.g.
-OPENBLAS_CORETYPE) on the same thread count (set through OpenBLAS's own
-set_num_threads by ctypes; if that is not found numpy runs with its default threads and the column
-says so), plus the compile time. With
---python-threads the multi-threaded xlc figure is taken by calling the per-thread kernel from
-Python threads through ctypes instead of the generated pthread entry.
+For every problem it prints GFLOP/s (2 m n k / time; median and best of --reps) of xlc's GEMM
+on each thread count and of numpy's matmul (OpenBLAS as configured by the environment, e.g.
+OPENBLAS_CORETYPE) on the same thread count (set through OpenBLAS's own set_num_threads by
+ctypes; if that is not found numpy runs with its default threads and a footnote says so), plus
+the compile time and the error. With --python-threads the multi-threaded xlc figure is taken by
+calling the per-thread kernel from Python threads through ctypes instead of the generated
+pthread entry.
+
+--peak (for shared, noisy machines): also runs a register-only FMA loop (24 independent
+<16 x float> FMA chains; ~245 GFLOP/s per idle Zen 5 core) on the same threads right before
+and after every timed call, and prints the medians of xlc/peak and numpy/peak: the fraction of
+the FMA throughput the machine gives us at that moment that each GEMM reaches.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import statistics
 import sys
@@ -41,6 +46,66 @@ def timeit(fn: Callable[[], object], reps: int) -> tuple[float, float]:
         fn()
         ts.append(time.perf_counter() - t)
     return statistics.median(ts), min(ts)
+
+
+def _peak_kernel() -> Callable[[int], float]:
+    """JIT a register-only FMA loop `float peak(i64 iters)`: 24 chains x 16 lanes x 2 flop."""
+    from llvmlite import ir
+
+    from xlc.codegen import llvm_utils as lu
+
+    sym = lu.unique_symbol("bench_peak")
+    mod = lu.new_module(sym)
+    vty = ir.VectorType(lu.F32, 16)
+    fn = ir.Function(mod, ir.FunctionType(lu.F32, [lu.I64]), name=sym)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    slots = []
+    for i in range(24):
+        slot = b.alloca(vty)
+        slot.type = lu.PTR
+        b.store(lu.const(vty, 0.001 * i), slot)
+        slots.append(slot)
+    x, y = lu.const(vty, 0.999), lu.const(vty, 1e-4)
+    with lu.for_range(b, fn.args[0]):
+        for slot in slots:
+            b.store(lu.intrinsic(b, "llvm.fma", [b.load(slot, typ=vty), x, y]), slot)
+    total = b.load(slots[0], typ=vty)
+    for slot in slots[1:]:
+        total = b.fadd(total, b.load(slot, typ=vty))
+    b.ret(b.extract_element(total, ir.Constant(lu.I32, 0)))
+    lu.compile_module(mod, sym)
+    return ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(  # type: ignore[no-any-return]
+        lu.jit_engine().address(sym))
+
+
+PEAK_FLOPS_PER_ITER = 24 * 16 * 2
+
+
+def _peak_gflops(peak: Callable[[int], float], flops: float, nthreads: int) -> float:
+    """GFLOP/s of the FMA loop on `nthreads` threads doing `flops` in total."""
+    iters = max(1, int(flops / PEAK_FLOPS_PER_ITER / nthreads))
+    ths = [threading.Thread(target=peak, args=(iters,)) for _ in range(nthreads - 1)]
+    t = time.perf_counter()
+    for th in ths:
+        th.start()
+    peak(iters)
+    for th in ths:
+        th.join()
+    return nthreads * iters * PEAK_FLOPS_PER_ITER / (time.perf_counter() - t) / 1e9
+
+
+def _vs_peak(run: Callable[[], object], peak: Callable[[int], float], flops: float,
+             nthreads: int, reps: int) -> float:
+    """Median over reps of (GFLOP/s of run) / (best FMA-loop GFLOP/s just before and after)."""
+    run()
+    ratios = []
+    for _ in range(reps):
+        p0 = _peak_gflops(peak, flops, nthreads)
+        t = time.perf_counter()
+        run()
+        g = flops / (time.perf_counter() - t) / 1e9
+        ratios.append(g / max(p0, _peak_gflops(peak, flops, nthreads)))
+    return statistics.median(ratios)
 
 
 def _python_threaded(g: CompiledGemm, a: np.ndarray, b: np.ndarray, c: np.ndarray
@@ -85,41 +150,54 @@ def main() -> None:
     """Parse arguments, run the benchmark, print one row per (size, threads)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    ap.add_argument("--shapes", nargs="*", default=[],
+                    help="extra problems as MxNxK (e.g. 256x1024x1024 4096x1x4096)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--dtype", default="f32", choices=["f32", "f64"])
     ap.add_argument("--python-threads", action="store_true")
+    ap.add_argument("--peak", action="store_true",
+                    help="also print efficiency vs an interleaved FMA-peak loop")
     args = ap.parse_args()
     dt = np.float32 if args.dtype == "f32" else np.float64
     rng = np.random.default_rng(0)
     blas = _OpenBlas()
+    peak = _peak_kernel() if args.peak else None
     env = {k: os.environ.get(k, "-") for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS")}
     print(f"numpy OpenBLAS core: {blas.corename} ({env}); load average "
           f"{os.getloadavg()[0]:.2f}; GFLOP/s from median times (best in brackets)")
-    print(f"{'n':>5} {'thr':>3} {'xlc GF/s (best)':>15} {'numpy GF/s (best)':>17} {'ratio':>6} "
-          f"{'compile ms':>10} {'max rel err':>11}")
-    for n in args.sizes:
-        a = rng.standard_normal((n, n)).astype(dt)
-        b = rng.standard_normal((n, n)).astype(dt)
+    print(f"{'m x n x k':>14} {'thr':>3} {'xlc GF/s (best)':>15} {'numpy GF/s (best)':>17} "
+          f"{'ratio':>6} {'compile ms':>10} {'max rel err':>11}")
+    problems = [(n, n, n) for n in args.sizes]
+    problems += [tuple(int(x) for x in sh.split("x")) for sh in args.shapes]  # type: ignore
+    for m, n, k in problems:
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
         ref = a.astype(np.float64) @ b.astype(np.float64)
-        flops = 2.0 * n ** 3
-        reps = max(3, args.reps if n <= 1024 else args.reps // 2)
+        flops = 2.0 * m * n * k
+        reps = max(3, args.reps if flops <= 2.2e9 else args.reps // 2)
         for nt in args.threads:
             t0 = time.perf_counter()
             g = compile_gemm(GemmSpec.for_arrays(a, b), nthreads=nt)
             ctime = (time.perf_counter() - t0) * 1e3
-            c = np.empty((n, n), dt)
+            c = np.empty((m, n), dt)
             run = _python_threaded(g, a, b, c) if args.python_threads and nt > 1 \
-                else (lambda: g(a, b, c))
+                else functools.partial(g, a, b, c)
             tx = timeit(run, reps)
             err = float(np.abs(c - ref).max() / np.abs(ref).max())
             note = "" if blas.threads(nt) else "*"
-            out = np.empty((n, n), dt)
-            tn = timeit(lambda: np.matmul(a, b, out=out), reps)
+            out = np.empty((m, n), dt)
+            tn = timeit(functools.partial(np.matmul, a, b, out=out), reps)
             gx, gn = flops / tx[0] / 1e9, flops / tn[0] / 1e9
             bx, bn = flops / tx[1] / 1e9, flops / tn[1] / 1e9
-            print(f"{n:>5} {nt:>3} {gx:>7.1f} ({bx:>5.1f}) {gn:>7.1f} ({bn:>5.1f}){note or ' '}"
-                  f" {gx / gn:>6.2f} {ctime:>10.1f} {err:>11.2e}", flush=True)
+            extra = ""
+            if peak is not None:
+                ex = _vs_peak(run, peak, flops, nt, reps)
+                en = _vs_peak(functools.partial(np.matmul, a, b, out=out), peak, flops, nt, reps)
+                extra = f"  xlc/peak {ex:.2f} numpy/peak {en:.2f}"
+            print(f"{f'{m}x{n}x{k}':>14} {nt:>3} {gx:>7.1f} ({bx:>5.1f}) {gn:>7.1f} "
+                  f"({bn:>5.1f}){note or ' '} {gx / gn:>6.2f} {ctime:>10.1f} {err:>11.2e}"
+                  f"{extra}", flush=True)
     if blas.set is None:
         print("* numpy ran with its default thread count (OpenBLAS thread control not found)")
 

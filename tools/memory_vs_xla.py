@@ -1,8 +1,9 @@
 """Compare xlc's temp memory with XLA's on every corpus case.
 
-For each case: parse module.hlo, run the optimization pipeline (`xlc.passes.optimize`'s standard
-passes when present, else simplification + fusion + multi-output fusion as far as importable),
-copy insertion, the default memory scheduler and buffer assignment (validated), then print one
+For each case: parse module.hlo, run the optimization pipeline (`xlc.passes.optimize`'s
+`interpreter_passes`: the standard passes - simplification, transpose folding, fusion,
+multi-output fusion, cleanup, copy insertion, memory scheduler - with the emitter-dependent
+fusions on: gather fusion and row fusion), then buffer assignment (validated), and print one
 row:
 
     case | our temp | XLA temp | lower bound | ratio | our fusions | XLA fusions | compile ms
@@ -11,7 +12,11 @@ row:
 fragmentation). `--xla-hlo` assigns XLA's own optimized.hlo instead (same fusion decisions as
 XLA: isolates scheduling + assignment). Usage:
 
-    python tools/memory_vs_xla.py [--corpus ../shared/corpus] [--xla-hlo] [--json out.json]
+    python tools/memory_vs_xla.py [--corpus ../shared/corpus] [--xla-hlo | --standard]
+                                  [--json out.json]
+
+`--standard` runs `standard_passes` alone (what CPU/GPU-like pipelines without gather and row
+fusion emitters get).
 """
 from __future__ import annotations
 
@@ -58,13 +63,21 @@ def optimization_passes() -> list[Any]:
     return passes
 
 
-def _standard_optimizer() -> Any:
-    """`xlc.passes.optimize.optimize_module` when it exists (the pipeline `xlc.compile` runs)."""
+def _standard_optimizer(plain: bool = False) -> Any:
+    """`xlc.passes.optimize.optimize_module` with the interpreter's pass list (the standard
+    passes with every emitter-dependent fusion enabled: gather and row fusion), or with
+    `plain` the standard list alone (what backends without those emitters get)."""
     try:
-        from xlc.passes.optimize import optimize_module
+        from xlc.options import default_options
+        from xlc.passes.optimize import interpreter_passes, optimize_module, standard_passes
     except ImportError:
         return None
-    return optimize_module
+
+    def run(module: HloModule) -> Any:
+        opts = default_options()
+        passes = standard_passes(opts) if plain else interpreter_passes(opts)
+        return optimize_module(module, opts, passes=passes, name="interpreter")
+    return run
 
 
 def count_fusions(module: HloModule) -> int:
@@ -72,12 +85,12 @@ def count_fusions(module: HloModule) -> int:
                for i in c.instructions if i.opcode is Opcode.FUSION)
 
 
-def run_case(case_dir: Path, xla_hlo: bool) -> dict[str, Any]:
+def run_case(case_dir: Path, xla_hlo: bool, plain: bool = False) -> dict[str, Any]:
     meta = json.loads((case_dir / "meta.json").read_text())
     text = (case_dir / ("optimized.hlo" if xla_hlo else "module.hlo")).read_text()
     start = time.perf_counter()
     module = parse_module(text)
-    standard = None if xla_hlo else _standard_optimizer()
+    standard = None if xla_hlo else _standard_optimizer(plain)
     if standard is not None:  # the real pipeline: passes, copy insertion, schedule, assign
         ba = standard(module).assignment
     else:
@@ -124,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
     ap.add_argument("--xla-hlo", action="store_true",
                     help="assign XLA's optimized.hlo instead of running our pipeline")
+    ap.add_argument("--standard", action="store_true",
+                    help="run `standard_passes` alone (no gather / row fusion)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     args = ap.parse_args(argv)
@@ -133,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for case in cases:
         try:
-            rows.append(run_case(case, args.xla_hlo))
+            rows.append(run_case(case, args.xla_hlo, args.standard))
         except Exception as e:  # report and keep going: this is a benchmark table
             rows.append({"case": case.name, "error": f"{type(e).__name__}: {e}"[:200]})
     print(format_table(rows))

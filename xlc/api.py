@@ -91,6 +91,12 @@ class InterpreterExecutable:
         return _flatten_value(result, self.module.entry.root.shape)
 
 
+def _cpu(module: HloModule, options: CompileOptions) -> Executable:
+    from xlc.backend_cpu import compile_cpu
+
+    return compile_cpu(module, options)
+
+
 def _unavailable(name: str) -> Callable[[HloModule, CompileOptions], Executable]:
     def factory(module: HloModule, options: CompileOptions) -> Executable:
         raise UnsupportedOpError(f"backend '{name}' is not available yet; use "
@@ -100,7 +106,7 @@ def _unavailable(name: str) -> Callable[[HloModule, CompileOptions], Executable]
 
 BACKENDS: dict[str, Callable[[HloModule, CompileOptions], Executable]] = {
     "interpreter": InterpreterExecutable,
-    "cpu": _unavailable("cpu"),
+    "cpu": _cpu,
     "gpu": _unavailable("gpu"),
 }
 
@@ -113,7 +119,7 @@ def _make_executable(module: HloModule, backend: str, options: CompileOptions) -
 
 # The HLO pass list of each backend: (module, function(options) -> passes), imported lazily.
 _PIPELINES: dict[str, tuple[str, str]] = {
-    "interpreter": ("xlc.passes.optimize", "standard_passes"),
+    "interpreter": ("xlc.passes.optimize", "interpreter_passes"),
     "cpu": ("xlc.backend_cpu.compiler", "cpu_passes"),
     "gpu": ("xlc.passes.optimize", "standard_passes"),
 }

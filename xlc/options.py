@@ -22,7 +22,7 @@ class CompileOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Literal["cpu", "gpu", "interpreter"] = "interpreter"
+    backend: Literal["cpu", "gpu", "interpreter"] = "cpu"
     verify: bool = Field(False, description="run the verifier after every changing pass")
     dump_to: str | None = Field(None, description="directory for per-pass dumps")
     dump_pass_re: str | None = Field(None, description="dump after passes matching this regex")

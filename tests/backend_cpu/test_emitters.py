@@ -458,3 +458,45 @@ ENTRY e {
   ROOT t = f32[70,6,50] transpose(a), dimensions={2,0,1}
 }"""
     check(text3, rand(6, 50, 70))
+
+
+def test_topk_custom_call() -> None:
+    text = """HloModule m
+ENTRY e {
+  x = f32[4,30] parameter(0)
+  ROOT t = (f32[4,5], s32[4,5]) custom-call(x), custom_call_target="TopK"
+}"""
+    check(text, np.round(rand(4, 30) * 2).astype(np.float32))
+
+
+def test_reduce_nested_inside_a_loop_fusion() -> None:
+    # XLA's optimized HLO fuses small reduces into loop fusions as non-root instructions
+    text = f"""HloModule m
+{ADD_F32}
+fused {{
+  p0 = f32[6,9] parameter(0)
+  z = f32[] constant(0)
+  r = f32[6] reduce(p0, z), dimensions={{1}}, to_apply=add_f32
+  rb = f32[6,9] broadcast(r), dimensions={{0}}
+  ROOT d = f32[6,9] subtract(p0, rb)
+}}
+ENTRY e {{
+  x = f32[6,9] parameter(0)
+  ROOT f = f32[6,9] fusion(x), kind=kLoop, calls=fused
+}}"""
+    check(text, rand(6, 9), rtol=1e-5, atol=1e-5)
+
+
+def test_transposed_operands_big_dot_uses_packed_gemm() -> None:
+    from xlc.backend_cpu import compile_cpu
+    from xlc.hlo.parser import parse_module
+
+    # q @ k^T: rhs contracting dim is its minor dim (strided along n) -> xlc.codegen.gemm
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+    text = _dot_text((130, 96), (200, 96), dims, "f32[130,200]")
+    assert ".gemm." in compile_cpu(parse_module(text)).llvm_ir
+    check(text, rand(130, 96), rand(200, 96, seed=3), rtol=1e-4, atol=1e-3)
+    bdims = ("lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+             "rhs_contracting_dims={2}")
+    check(_dot_text((2, 100, 120), (2, 110, 100), bdims, "f32[2,120,110]"),
+          rand(2, 100, 120), rand(2, 110, 100, seed=5), rtol=1e-4, atol=1e-3)

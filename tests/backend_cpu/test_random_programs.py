@@ -15,7 +15,9 @@ FLOAT_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum"]
 INT_BINARY = ["add", "subtract", "multiply", "divide", "remainder", "maximum", "and", "xor",
               "shift-right-logical"]
 DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16,
-          "bf16": ml_dtypes.bfloat16, "s32": np.int32, "u8": np.uint8, "s64": np.int64}
+          "bf16": ml_dtypes.bfloat16, "s8": np.int8, "s16": np.int16, "s32": np.int32,
+          "s64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
+          "u64": np.uint64}
 
 
 @st.composite

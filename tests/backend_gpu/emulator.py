@@ -76,7 +76,47 @@ def _shfl(mask: int, value: int, lane_mask: int, clamp: int) -> int:
     return int(other)
 
 
+def _halves(words: np.ndarray, kind: str) -> np.ndarray:
+    """Unpack 32-bit registers holding two 16-bit values (first in the low half)."""
+    h = words.astype(np.uint32).view(np.uint16).reshape(words.shape + (2,))
+    if kind == "f16":
+        return h.view(np.float16).astype(np.float32)
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def _mma(kind: str) -> Any:
+    """The warp-collective m16n8k16 mma on the 10-word fragments at `ptr` (emit_mma.py)."""
+    def run(ptr: int) -> None:
+        table = _block["frags"]
+        me = _state.linear
+        frag = (ctypes.c_int32 * 10).from_address(ptr)
+        table[me] = np.frombuffer(bytes(frag), dtype=np.int32)
+        _block["barrier"].wait()
+        base = me - me % 32
+        a = np.zeros((16, 16), np.float32)
+        bm = np.zeros((16, 8), np.float32)
+        c = np.zeros((16, 8), np.float32)
+        for lane in range(32):
+            f = table[base + lane]
+            g, t = lane // 4, lane % 4
+            ah, bh = _halves(f[:4], kind), _halves(f[4:6], kind)
+            a[g, 2 * t:2 * t + 2], a[g + 8, 2 * t:2 * t + 2] = ah[0], ah[1]
+            a[g, 2 * t + 8:2 * t + 10], a[g + 8, 2 * t + 8:2 * t + 10] = ah[2], ah[3]
+            bm[2 * t:2 * t + 2, g], bm[2 * t + 8:2 * t + 10, g] = bh[0], bh[1]
+            cf = f[6:10].view(np.float32)
+            c[g, 2 * t:2 * t + 2], c[g + 8, 2 * t:2 * t + 2] = cf[:2], cf[2:]
+        d = (a.astype(np.float64) @ bm.astype(np.float64) + c).astype(np.float32)
+        g, t = (me % 32) // 4, me % 4
+        mine = np.array([d[g, 2 * t], d[g, 2 * t + 1], d[g + 8, 2 * t], d[g + 8, 2 * t + 1]],
+                        np.float32)
+        _block["barrier"].wait()
+        (ctypes.c_float * 4).from_address(ptr + 24)[:] = mine.tolist()
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(run)
+
+
 _CALLBACKS = {f"emu_sreg_{r}": _sreg_fn(r) for r in _REGS}
+_CALLBACKS["emu_mma_f16"] = _mma("f16")
+_CALLBACKS["emu_mma_bf16"] = _mma("bf16")
 _CALLBACKS["emu_barrier"] = _VOID(_barrier)
 _CALLBACKS["emu_shfl"] = _SHFL(_shfl)
 _registered = False
@@ -100,6 +140,10 @@ def host_ir(text: str) -> str:
     text = text.replace('@"llvm.nvvm.read.ptx.sreg.', '@"emu_sreg_')
     text = text.replace('@"llvm.nvvm.barrier0"', '@"emu_barrier"')
     text = text.replace('@"llvm.nvvm.shfl.sync.bfly.i32"', '@"emu_shfl"')
+    # the inline-PTX mma wrappers become warp-collective callbacks
+    text = re.sub(r'define internal void @"xlc_mma_(\w+)"\(ptr %"\.1"\)[^\n]*\n\{.*?\n\}\n',
+                  lambda m: f'declare void @"emu_mma_{m.group(1)}"(ptr)\n', text, flags=re.S)
+    text = re.sub(r'@"xlc_mma_(\w+)"', r'@"emu_mma_\1"', text)
     return text
 
 
@@ -114,13 +158,16 @@ class Emulator:
         text = host_ir(exe.llvm_ir)
         ref = llvm.parse_assembly(text)
         ref.verify()
-        tm = llvm.Target.from_default_triple().create_target_machine(opt=1)
+        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        # host features matter: with F16C, half <-> float converts inline (no libcalls)
+        tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu,
+                                                                      features=features, opt=1)
         ref.triple = tm.triple
         self.engine = llvm.create_mcjit_compiler(ref, tm)
         self.engine.finalize_object()
         self.sync_kernels = set()
         for m in re.finditer(r'define void @"([^"]+)"\(.*?\n}\n', text, re.S):
-            if "emu_barrier" in m.group(0) or "emu_shfl" in m.group(0):
+            if any(x in m.group(0) for x in ("emu_barrier", "emu_shfl", "emu_mma")):
                 self.sync_kernels.add(m.group(1))
         self.buffers: list[np.ndarray] = []
 
@@ -172,6 +219,9 @@ class Emulator:
             self._view(t.dest)[:] = 0
         elif isinstance(t, Memset32Thunk):
             self._view(t.dest).view(np.uint32)[:] = t.value & 0xFFFFFFFF
+        elif isinstance(t, WhileThunk) and t.trip_count is not None:
+            for _ in range(t.trip_count):
+                self.execute(t.body)
         elif isinstance(t, WhileThunk):
             while True:
                 self.execute(t.condition)
@@ -191,17 +241,21 @@ class Emulator:
             raise NotImplementedError(t.kind)
 
     def launch(self, t: KernelThunk) -> None:
-        """Emulate one kernel launch."""
-        addr = self.engine.get_function_address(t.kernel)
-        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(t.args))(addr)
-        ptrs = [self._addr(a.slice) for a in t.args]
-        bx, by, bz = t.block
+        """Emulate one kernel launch of a thunk on the emulator's own buffers."""
+        self.launch_raw(t.kernel, t.grid, t.block, [self._addr(a.slice) for a in t.args])
+
+    def launch_raw(self, kernel: str, grid: tuple[int, int, int],
+                   block: tuple[int, int, int], ptrs: list[int]) -> None:
+        """Emulate launching `kernel` on `grid` x `block` with pointer arguments `ptrs`."""
+        addr = self.engine.get_function_address(kernel)
+        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(addr)
+        bx, by, bz = block
         nthreads = bx * by * bz
         tids = [(x, y, z) for z in range(bz) for y in range(by) for x in range(bx)]
-        blocks = [(x, y, z) for z in range(t.grid[2]) for y in range(t.grid[1])
-                  for x in range(t.grid[0])]
-        _state.ntid, _state.nctaid = t.block, t.grid
-        if t.kernel not in self.sync_kernels:
+        blocks = [(x, y, z) for z in range(grid[2]) for y in range(grid[1])
+                  for x in range(grid[0])]
+        _state.ntid, _state.nctaid = block, grid
+        if kernel not in self.sync_kernels:
             _block["barrier"] = None
             for c in blocks:
                 _state.ctaid = c
@@ -211,10 +265,11 @@ class Emulator:
             return
         _block["barrier"] = threading.Barrier(nthreads)
         _block["table"] = np.zeros(max(32, nthreads), dtype=np.int64)
+        _block["frags"] = np.zeros((max(32, nthreads), 10), dtype=np.int32)
         errors: list[BaseException] = []
 
         def worker(k: int) -> None:
-            _state.ntid, _state.nctaid = t.block, t.grid
+            _state.ntid, _state.nctaid = block, grid
             _state.tid, _state.linear = tids[k], k
             try:
                 for c in blocks:

@@ -1,12 +1,11 @@
 """Shared helpers for the GPU backend tests: compile corpus cases once per session."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-from xlc.backend_gpu import GpuExecutable, compile_gpu
-from xlc.backend_gpu import nvptx
+from xlc.backend_gpu import GpuExecutable, compile_gpu, nvptx
 from xlc.hlo.parser import parse_module
 from xlc.options import CompileOptions
 
@@ -19,7 +18,7 @@ def gpu_options(**kw: object) -> CompileOptions:
     return CompileOptions(backend="gpu", verify=True, **kw)  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled_case(name: str, streams: int = 1, sm: int = 80) -> GpuExecutable:
     """The corpus case `name` (module.hlo) compiled for the GPU (cached per session)."""
     from corpus import load_case  # type: ignore[import-not-found]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.backend_gpu.helpers import compile_text, requires_ptxas
-from xlc.backend_gpu import compiler  # noqa: F401  (registers the emitters)
-from xlc.backend_gpu import nvptx
+from xlc.backend_gpu import (
+    compiler,  # noqa: F401  (registers the emitters)
+    nvptx,
+)
 from xlc.backend_gpu.emitter import EMITTERS, UNSUPPORTED
 from xlc.backend_gpu.thunks import KernelThunk
 from xlc.errors import UnsupportedOpError
@@ -99,8 +101,8 @@ def test_column_reduction_is_one_thread_per_output() -> None:
     assert "shfl" not in exe.ptx
 
 
-@pytest.mark.parametrize("t,acc", [("f32", "fma.rn.f32"), ("f16", "fma.rn.f32"),
-                                   ("f64", "fma.rn.f64"), ("s32", "mad.lo.s32")])
+@pytest.mark.parametrize("t,acc", [("f32", "fma.rn.f32"), ("f64", "fma.rn.f64"),
+                                   ("s32", "mad.lo.s32")])
 def test_dot_is_a_tiled_shared_memory_gemm(t: str, acc: str) -> None:
     exe = compile_text(f"""
 HloModule m
@@ -116,6 +118,29 @@ ENTRY e {{
     assert ".shared" in exe.ptx and "bar.sync" in exe.ptx and acc in exe.ptx
     if nvptx.ptxas_path():
         nvptx.ptxas(exe.ptx, 80)
+
+
+@requires_ptxas
+@pytest.mark.parametrize("t", ["f16", "bf16"])
+def test_half_precision_dot_uses_tensor_cores(t: str) -> None:
+    text = f"""
+HloModule m
+ENTRY e {{
+  a = {t}[8,100,70] parameter(0)
+  b = {t}[8,70,50] parameter(1)
+  ROOT d = f32[8,100,50] dot(a, b), lhs_batch_dims={{0}}, rhs_batch_dims={{0}},
+      lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}
+}}
+"""
+    exe = compile_text(text)
+    (k,) = _kernels(exe)
+    assert k.block == (128, 1, 1) and k.grid == (1, 2, 8)
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32" in exe.ptx
+    nvptx.ptxas(exe.ptx, 80)
+    nvptx.ptxas(exe.ptx, 90)
+    # before sm_80 there is no m16n8k16 bf16 mma: the CUDA-core kernel is used
+    old = compile_text(text, gpu_sm=75)
+    assert "mma.sync" not in old.ptx
 
 
 def test_scatter_add_uses_atomics() -> None:
@@ -177,3 +202,20 @@ ENTRY e {
     assert ks["s"].grid == (16, 1, 1) and ks["s"].block == (256, 1, 1)
     assert ks["s"].shared_bytes == 512 * 12
     nvptx.ptxas(exe.ptx, 80)
+
+
+@requires_ptxas
+def test_convolution_assembles() -> None:
+    exe = compile_text("""
+HloModule m
+ENTRY e {
+  x = f16[2,9,7,3] parameter(0)
+  w = f16[3,3,3,4] parameter(1)
+  ROOT c = f16[2,5,4,4] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1},
+      dim_labels=b01f_01io->b01f
+}
+""")
+    (k,) = _kernels(exe)
+    assert k.grid == (2, 1, 1) and k.block == (128, 1, 1)  # one thread per output element
+    nvptx.ptxas(exe.ptx, 80)
+    nvptx.ptxas(exe.ptx, 90)

@@ -89,6 +89,7 @@ def test_while_loop_becomes_a_while_thunk() -> None:
     assert len(whiles) == 1
     w = whiles[0]
     assert w.predicate.size == 1 and w.condition.thunks and w.body.thunks
+    assert w.trip_count == 30  # fori_loop(0, 30): counted, no host round trips
     assert any(isinstance(t, KernelThunk) for t in w.body.walk())
 
 

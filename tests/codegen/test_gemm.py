@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from llvmlite import ir
 
 from tests.conftest import CORPUS, requires_corpus
-
 from xlc.codegen import gemm as G
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.gemm import GemmSpec, compile_gemm, scratch_bytes, use_simple
@@ -44,8 +43,8 @@ def _check(c: np.ndarray, a: np.ndarray, b: np.ndarray, c0: np.ndarray | None = 
 
 
 PACKED_SHAPES = [
-    (64, 64, 64), (1000, 999, 1001), (15, 33, 300), (14, 32, 256), (29, 65, 257),
-    (300, 17, 70), (3, 600, 100), (520, 40, 9),
+    (64, 64, 65), (1000, 999, 1001), (15, 33, 1100), (14, 40, 1000), (29, 65, 257),
+    (300, 17, 70), (3, 600, 200), (520, 40, 20),
 ]
 
 
@@ -67,10 +66,13 @@ def test_simple_path_matches_numpy(m: int, n: int, k: int) -> None:
 
 
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
-def test_transposed_operands(ta: bool, tb: bool) -> None:
-    a, b = _operands(131, 77, 203, None, np.float32, ta, tb)
+@pytest.mark.parametrize("m,n,k", [(131, 77, 203), (300, 150, 9)])
+def test_transposed_operands(ta: bool, tb: bool, m: int, n: int, k: int) -> None:
+    """k = 9 is below the vector width: the packers' generic loops instead of transposes."""
+    a, b = _operands(m, n, k, None, np.float32, ta, tb)
     spec = GemmSpec.for_arrays(a, b)
-    assert spec.a_strides[1:] == ((1, 131) if ta else (203, 1))
+    assert not use_simple(spec)
+    assert spec.a_strides[1:] == ((1, m) if ta else (k, 1))
     _check(compile_gemm(spec, nthreads=2)(a, b), a, b)
 
 
@@ -106,9 +108,9 @@ def test_accumulate_simple_path() -> None:
 @pytest.mark.parametrize("c_strides", [(0, 1, 40), (0, 80, 1)])
 def test_strided_output(c_strides: tuple[int, int, int]) -> None:
     """Column-major C (no unit column stride: the tile-copy path) and a padded row stride."""
-    a, b = _operands(40, 35, 160, None, np.float32)
+    a, b = _operands(40, 35, 200, None, np.float32)
     st = GemmSpec.for_arrays(a, b)
-    spec = GemmSpec(40, 35, 160, 1, st.a_strides, st.b_strides, c_strides)
+    spec = GemmSpec(40, 35, 200, 1, st.a_strides, st.b_strides, c_strides)
     c = compile_gemm(spec, nthreads=2)(a, b)
     assert c.strides == (c_strides[1] * 4, c_strides[2] * 4)
     _check(c, a, b)
@@ -185,17 +187,18 @@ _DOTS = """HloModule dots
 ENTRY main {
   a = f32[6,4,5,7]{3,2,1,0} parameter(0)
   b = f32[6,5,7,3]{3,2,1,0} parameter(1)
-  m = f32[6,4,3]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2,3}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+  m = f32[6,4,3]{2,1,0} dot(a, b), BATCH, lhs_contracting_dims={2,3}, rhs_contracting_dims={1,2}
   x = f32[40,30]{0,1} parameter(2)
   y = f32[30,20]{1,0} parameter(3)
   t = f32[40,20]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   z = f32[6,5,7,3]{3,1,2,0} parameter(4)
-  bad = f32[6,4,3]{2,1,0} dot(a, z), lhs_batch_dims={0}, lhs_contracting_dims={2,3}, rhs_batch_dims={0}, rhs_contracting_dims={1,2}
+  bad = f32[6,4,3]{2,1,0} dot(a, z), BATCH, lhs_contracting_dims={2,3}, rhs_contracting_dims={1,2}
   i = s32[4,4]{1,0} parameter(5)
   int = s32[4,4]{1,0} dot(i, i), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT r = (f32[6,4,3]{2,1,0}, f32[40,20]{1,0}, f32[6,4,3]{2,1,0}, s32[4,4]{1,0}) tuple(m, t, bad, int)
+  ROOT r = (f32[6,4,3]{2,1,0}, f32[40,20]{1,0}, f32[6,4,3]{2,1,0}, s32[4,4]{1,0}) RESULT
 }
-"""
+""".replace("BATCH", "lhs_batch_dims={0}, rhs_batch_dims={0}").replace("RESULT",
+                                                                      "tuple(m, t, bad, int)")
 
 
 def test_gemm_spec_for_dot_merges_dims_and_reads_layouts() -> None:
@@ -250,3 +253,34 @@ def test_random_gemms(m: int, n: int, k: int, batch: int, ta: bool, tb: bool, f6
     c0 = RNG.standard_normal((batch, m, n)).astype(dt)
     c = compile_gemm(spec, nthreads=nthreads)(a, b, c0.copy() if acc else None)
     _check(c, a, b, c0.astype(np.float64) if acc else None)
+
+
+def test_two_gemms_in_one_module() -> None:
+    """emit_gemm twice into one module (as the CPU backend does), called through one caller
+    function that runs both on two threads via emit_threaded_entry."""
+    import ctypes
+
+    from xlc.codegen.parallel import emit_threaded_entry
+
+    a, b = _operands(100, 80, 120, None, np.float32)
+    d, e = _operands(60, 90, 50, None, np.float64, tb=True)
+    s1, s2 = GemmSpec.for_arrays(a, b), GemmSpec.for_arrays(d, e)
+    sym = lu.unique_symbol("two_gemms")
+    module = lu.new_module(sym)
+    G.emit_gemm(module, f"{sym}_f32", s1)
+    G.emit_gemm(module, f"{sym}_f64", s2)
+    entries = [emit_threaded_entry(module, f"{sym}_mt{i}", module.globals[f"{sym}_{t}"], 4)
+               for i, t in enumerate(("f32", "f64"))]
+    caller = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * 8), name=sym)
+    bld = ir.IRBuilder(caller.append_basic_block("entry"))
+    for i, entry in enumerate(entries):
+        bld.call(entry, list(caller.args[4 * i:4 * i + 4]) + [ir.Constant(lu.I64, 2)])
+    bld.ret_void()
+    lu.compile_module(module, sym)
+    c1, c2 = np.empty((100, 80), np.float32), np.empty((60, 90), np.float64)
+    scratch = np.empty(max(scratch_bytes(s1, 2), scratch_bytes(s2, 2)), np.uint8)
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(lu.jit_engine().address(sym))
+    fn(a.ctypes.data, b.ctypes.data, c1.ctypes.data, scratch.ctypes.data,
+       d.ctypes.data, e.ctypes.data, c2.ctypes.data, scratch.ctypes.data)
+    _check(c1, a, b)
+    _check(c2, d, e)

@@ -199,7 +199,7 @@ def test_public_namespace():
     assert xnp2 is xlc.numpy and xlc.lax.cond is not None and xlc.nn.relu is not None
     assert xlc.__version__ == "0.1.0"
     assert issubclass(xlc.TraceError, xlc.XlcError) and xlc.errors.ShapeError
-    assert xlc.CompileOptions().backend == "interpreter"
+    assert xlc.CompileOptions().backend == "cpu"
 
 
 def test_traced_module_round_trips_through_hlo_text():

@@ -165,3 +165,16 @@ def test_more_math_and_triangles():
     want = (np.log2(x), np.log10(x), np.exp2(x), np.sinh(x), np.cosh(x), np.tril(x),
             np.triu(x, 1), np.isclose(x, x + 1e-7), np.bool_(False))
     assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_float_floor_divide_matches_numpy_on_edges():
+    import xlc
+    import xlc.numpy as xnp
+
+    x = np.array([1e-45, -1e-45, 7.0, -7.0, 1.0, -1.0, 0.0, 5.5], np.float32)
+    y = np.array([-2.0, 2.0, 2.0, 2.0, 0.0, 0.0, -3.0, -0.5], np.float32)
+    got = xlc.jit(lambda a, b: xnp.floor_divide(a, b))(x, y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.floor_divide(x, y)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

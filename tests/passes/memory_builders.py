@@ -62,13 +62,15 @@ def add_fn(m: HloModule, name: str = "add_f32") -> HloComputation:
     return c
 
 
-def classic(name: str = "classic") -> tuple[HloModule, dict[str, HloInstruction]]:
-    """param -> negate, param -> exp, add(negate, exp) (XLA's OverlappedBuffers example)."""
+def classic(name: str = "classic", size: int = 4
+            ) -> tuple[HloModule, dict[str, HloInstruction]]:
+    """param -> negate, param -> exp, add(negate, exp) (XLA's OverlappedBuffers example), all
+    f32[size]."""
     m, e = new_module(name)
-    p = e.add_parameter(0, f32(4), "param")
-    neg = e.add(Opcode.NEGATE, f32(4), (p,), name="negate")
-    ex = e.add(Opcode.EXP, f32(4), (p,), name="exp")
-    add = e.add(Opcode.ADD, f32(4), (neg, ex), name="add")
+    p = e.add_parameter(0, f32(size), "param")
+    neg = e.add(Opcode.NEGATE, f32(size), (p,), name="negate")
+    ex = e.add(Opcode.EXP, f32(size), (p,), name="exp")
+    add = e.add(Opcode.ADD, f32(size), (neg, ex), name="add")
     e.set_root(add)
     return m, {"param": p, "negate": neg, "exp": ex, "add": add}
 

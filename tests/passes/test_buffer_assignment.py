@@ -70,8 +70,14 @@ def test_classic_without_operand_reuse() -> None:
     temp = ba.allocations[2]
     neg, exp = ba.slice_of(d["negate"]), ba.slice_of(d["exp"])
     assert neg.allocation is temp and exp.allocation is temp
-    assert {neg.offset, exp.offset} == {0, 64} and temp.size == 80
+    # 16-byte buffers are 16-byte aligned (not 64): no padding between them
+    assert {neg.offset, exp.offset} == {0, 16} and temp.size == 32
     assert ba.stats()["temp_lower_bound_bytes"] == 32
+    m, d = classic(size=20)  # 80-byte buffers: the full 64-byte alignment
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)),
+                        reuse_operands=False)
+    validate_buffer_assignment(ba)
+    assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 128]
 
 
 CHAIN = """
@@ -138,12 +144,19 @@ def test_temps_fill_output_allocation_before_the_output_is_defined() -> None:
 
 
 def test_alignment_parameter() -> None:
-    m, d = classic()
+    m, d = classic(size=100)
     ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)), alignment=256,
                         reuse_operands=False)
     validate_buffer_assignment(ba)
-    assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 256]
-    assert ba.stats()["temp_bytes"] == 272
+    assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 512]
+    assert ba.stats()["temp_bytes"] == 912
+    # below the alignment, a buffer is aligned to the largest power of two dividing its size
+    m, d = classic(size=3)
+    ba = assign_buffers(m, SequentialHloOrdering(m, post_order_schedule(m)), alignment=256,
+                        reuse_operands=False)
+    validate_buffer_assignment(ba)
+    assert sorted(ba.slice_of(d[n]).offset for n in ("negate", "exp")) == [0, 12]
+    assert ba.stats()["temp_bytes"] == 24
 
 
 def test_while_body_temps_share_the_whole_module_heap() -> None:
@@ -227,14 +240,14 @@ def test_report_and_json() -> None:
     assert lines[1] == "allocation 0: size 16, parameter 0, shape |f32[4]{0}| at ShapeIndex {}:"
     assert lines[2] == " value: <0 param @0> (size=16,offset=0): f32[4]{0}"
     assert "allocation 1: size 16, output shape is |f32[4]{0}|, maybe-live-out:" in lines
-    assert "allocation 2: size 80, preallocated-temp:" in lines
-    assert "     preallocated temp allocation:        80B" in lines
-    assert "  preallocated temp fragmentation:        48B (60.00%)" in lines
+    assert "allocation 2: size 32, preallocated-temp:" in lines
+    assert "     preallocated temp allocation:        32B" in lines
+    assert "  preallocated temp fragmentation:         0B (0.00%)" in lines
     js = ba.to_json()
     json.dumps(js)
     assert [a["kind"] for a in js["allocations"]] == ["parameter", "output", "temp"]
     assert js["allocations"][2]["heap_algorithm"] in ("spatial", "temporal")
-    assert js["stats"]["temp_bytes"] == 80
+    assert js["stats"]["temp_bytes"] == 32
     assert js["timeline"] == ["param", "negate", "exp", "add"]
     exp = next(b for a in js["allocations"] for b in a["assigned"] if b["instruction"] == "exp")
     assert exp["live"] == [[2, 3]] and exp["shape"] == "f32[4]{0}"
@@ -293,11 +306,11 @@ def test_validator_rejects_overlapping_live_buffers() -> None:
 
 def test_validator_rejects_out_of_bounds_misaligned_and_missing() -> None:
     ba, temp, neg, exp, _ = _classic_assignment()
-    temp.assigned[exp] = (72, 16)
-    with pytest.raises(VerificationError, match="lies outside allocation 2 of size 80"):
+    temp.assigned[exp] = (24, 16)
+    with pytest.raises(VerificationError, match="lies outside allocation 2 of size 32"):
         validate_buffer_assignment(ba)
-    temp.assigned[exp] = (32, 16)
-    with pytest.raises(VerificationError, match="is not aligned to 64"):
+    temp.assigned[exp] = (8, 16)
+    with pytest.raises(VerificationError, match="is not aligned to 16"):
         validate_buffer_assignment(ba)
     del temp.assigned[exp]
     del ba._alloc_of[exp]
@@ -313,7 +326,7 @@ def test_validator_rejects_live_out_in_temp_and_written_parameter() -> None:
     del out.assigned[add]
     temp.assigned[add] = (0, 16)
     temp.assigned.pop(neg)
-    temp.assigned[neg] = (64, 16)
+    temp.assigned[neg] = (16, 16)
     temp.assigned.pop(exp)
     with pytest.raises(VerificationError, match="live-out buffer <3 add @0> is in temp"):
         validate_buffer_assignment(ba)
@@ -472,3 +485,145 @@ ENTRY main {
     assert [a.kind for a in ba.allocations] == ["parameter", "output"]
     with pytest.raises(VerificationError, match="no slices for 'n' at index"):
         ba.slice_of(m.computation("dead").root)
+
+
+MULTI_OUTPUT = """
+HloModule multi_output
+
+fmo {
+  p = f32[] parameter(0)
+  n = f32[] negate(p)
+  e = f32[] exponential(p)
+  ROOT t = (f32[], f32[]) tuple(n, e)
+}
+
+ENTRY main {
+  x = f32[] parameter(0)
+  f = (f32[], f32[]) fusion(x), kind=kLoop, calls=fmo
+  a = f32[] get-tuple-element(f), index=0
+  b = f32[] get-tuple-element(f), index=1
+  s = f32[] add(a, b)
+  m = f32[] multiply(a, b)
+  ROOT r = (f32[], f32[]) tuple(s, m)
+}
+"""
+
+
+def test_gte_only_tuple_index_table_gets_no_storage() -> None:
+    m = parse_module(MULTI_OUTPUT, verify=True)
+    CopyInsertion().run(m)
+    MemoryScheduler().run(m)
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    f, r = m.entry.instruction("f"), m.entry.instruction("r")
+    table = ba.dataflow.defined_at(f)
+    assert table is not None and table.size == 0
+    assert ba.dataflow.tables_without_storage == {table}
+    # the live-out root tuple keeps its 2-pointer index table
+    assert ba.dataflow.defined_at(r).size == 16
+    # f's elements: one fills the idle output slot of m, the other is the only temp (4 bytes:
+    # no 64-byte slot, no pointer table)
+    assert ba.slice_of(f, (0,)) != ba.slice_of(f, (1,))
+    assert ba.stats()["temp_bytes"] == 4
+    x = np.float32(0.5)
+    got = run_with_memory(ba, None, [np.array(x)])
+    assert np.allclose(got, (-x + np.exp(x), -x * np.exp(x)))
+
+
+def test_tuple_flowing_into_a_tuple_or_the_output_keeps_its_index_table() -> None:
+    text = MULTI_OUTPUT.replace("ROOT r = (f32[], f32[]) tuple(s, m)",
+                                "ROOT r = ((f32[], f32[]), f32[]) tuple(f, s)")
+    m = parse_module(text, verify=True)
+    CopyInsertion().run(m)
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    assert ba.dataflow.defined_at(m.entry.instruction("f")).size == 16
+    assert not ba.dataflow.tables_without_storage
+
+
+SOFTMAX_FUSED = """
+HloModule softmax_fused
+
+add_f32 {
+  al = f32[] parameter(0)
+  ar = f32[] parameter(1)
+  ROOT as = f32[] add(al, ar)
+}
+
+max_f32 {
+  ml = f32[] parameter(0)
+  mr2 = f32[] parameter(1)
+  ROOT mm = f32[] maximum(ml, mr2)
+}
+
+fmax {
+  mp = f32[8,16]{1,0} parameter(0)
+  ninf = f32[] constant(-inf)
+  ROOT mr = f32[8]{0} reduce(mp, ninf), dimensions={1}, to_apply=max_f32
+}
+
+fexp {
+  fx = f32[8,16]{1,0} parameter(0)
+  pm = f32[8]{0} parameter(1)
+  b = f32[8,16]{1,0} broadcast(pm), dimensions={0}
+  d = f32[8,16]{1,0} subtract(fx, b)
+  fe = f32[8,16]{1,0} exponential(d)
+  z = f32[] constant(0)
+  fs = f32[8]{0} reduce(fe, z), dimensions={1}, to_apply=add_f32
+  ROOT t = (f32[8]{0}, f32[8,16]{1,0}) tuple(fs, fe)
+}
+
+fdiv {
+  ds = f32[8]{0} parameter(0)
+  de = f32[8,16]{1,0} parameter(1)
+  db = f32[8,16]{1,0} broadcast(ds), dimensions={0}
+  ROOT dq = f32[8,16]{1,0} divide(de, db)
+}
+
+ENTRY main {
+  x = f32[8,16]{1,0} parameter(0)
+  mx = f32[8]{0} fusion(x), kind=kInput, calls=fmax
+  f = (f32[8]{0}, f32[8,16]{1,0}) fusion(x, mx), kind=kInput, calls=fexp
+  s = f32[8]{0} get-tuple-element(f), index=0
+  e = f32[8,16]{1,0} get-tuple-element(f), index=1
+  ROOT q = f32[8,16]{1,0} fusion(s, e), kind=kLoop, calls=fdiv
+}
+"""
+
+
+def test_row_sums_reuse_the_row_max_buffer_and_run_correctly() -> None:
+    from xlc.passes.dataflow import can_share_operand_buffer
+
+    m = parse_module(SOFTMAX_FUSED, verify=True)
+    e = m.entry
+    mx, f = e.instruction("mx"), e.instruction("f")
+    assert can_share_operand_buffer(mx, f, (), (0,))
+    assert not can_share_operand_buffer(mx, f, (), (1,))  # different shape
+    CopyInsertion().run(m)
+    MemoryScheduler().run(m)
+    ba = assign_buffers(m)
+    validate_buffer_assignment(ba)
+    assert ba.slice_of(f, (0,)) == ba.slice_of(mx)
+    assert any(s.user is f for s in ba.shares)
+    assert ba.stats()["temp_bytes"] == 32  # one f32[8] vector (XLA: two)
+    x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(run_with_memory(ba, None, [x]), evaluate(m, [x]), rtol=1e-6)
+
+
+def test_row_share_refused_for_column_reductions_and_other_reads() -> None:
+    from xlc.passes.dataflow import can_share_operand_buffer
+
+    def share(text: str) -> bool:
+        m = parse_module(text, verify=True)
+        return can_share_operand_buffer(m.entry.instruction("mx"), m.entry.instruction("f"),
+                                        (), (0,))
+
+    # the max vector is also read at a different row (reversed): element i feeds row 7-i
+    rev = SOFTMAX_FUSED.replace(
+        "  b = f32[8,16]{1,0} broadcast(pm), dimensions={0}\n",
+        "  rv = f32[8]{0} reverse(pm), dimensions={0}\n"
+        "  b = f32[8,16]{1,0} broadcast(rv), dimensions={0}\n")
+    assert share(SOFTMAX_FUSED) and not share(rev)
+    # a column layout: the reduced dim is the physically major one
+    col = SOFTMAX_FUSED.replace("f32[8,16]{1,0}", "f32[8,16]{0,1}")
+    assert not share(col)

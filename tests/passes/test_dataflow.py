@@ -234,7 +234,8 @@ ENTRY main {
   y = f32[8]{0} negate(x)
   idx = s32[2,1]{1,0} parameter(1)
   upd = f32[2]{0} parameter(2)
-  sc = f32[8]{0} scatter(y, idx, upd), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32
+  sc = f32[8]{0} scatter(y, idx, upd), update_window_dims={}, inserted_window_dims={0},
+                 scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32
   z = f32[8]{0} exponential(sc)
   cc = f32[8]{0} custom-call(z), custom_call_target="foo", output_to_operand_aliasing={{}: (0, {})}
   ROOT r = f32[8]{0} add(cc, x)

@@ -525,3 +525,38 @@ ENTRY main {
     assert all(i.opcode is not Opcode.FUSION
                for i in after.computation("argmax_f32").instructions)
     assert_same_numerics(before, after)
+
+
+GATHER = """
+HloModule gather
+ENTRY main {
+  table = f32[10] parameter(0)
+  x = f32[4,8] parameter(1)
+  two = f32[] constant(2)
+  twob = f32[4,8] broadcast(two), dimensions={}
+  m = f32[4,8] multiply(x, twob)
+  r = f32[4,8] round-nearest-even(m)
+  i = s32[4,8] convert(r)
+  lo = s32[] constant(0)
+  hi = s32[] constant(9)
+  lob = s32[4,8] broadcast(lo), dimensions={}
+  hib = s32[4,8] broadcast(hi), dimensions={}
+  c = s32[4,8] clamp(lob, i, hib)
+  idx = s32[4,8,1] reshape(c)
+  g = f32[4,8] gather(table, idx), offset_dims={}, collapsed_slice_dims={0},
+               start_index_map={0}, index_vector_dim=2, slice_sizes={1}
+  ROOT o = f32[4,8] add(g, x)
+}
+"""
+
+
+def test_gather_fuses_with_its_index_computation_only_when_enabled():
+    _, after, _ = fuse(GATHER)
+    assert any(i.opcode is Opcode.GATHER for i in after.entry.instructions)
+    before, after, changed = fuse(GATHER, fuse_gather=True)
+    assert changed
+    (f,) = fusions(after)
+    assert f.attrs["kind"] == "kLoop" and after.entry.root is f
+    assert "gather" in fused_opcodes(f) and "convert" in fused_opcodes(f)
+    assert sorted(o.name for o in f.operands) == ["table", "x"]
+    assert_same_numerics(before, after)

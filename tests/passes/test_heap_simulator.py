@@ -114,3 +114,21 @@ def test_random_intervals_never_overlap(items: list, alignment: int) -> None:
                 if b.size and any(iv.start <= t <= iv.end for iv in b.intervals)]
         for i, a in enumerate(live):
             assert all(not a.overlaps(c) for c in live[i + 1:])
+
+
+def test_chunk_alignment_small_buffers_get_their_natural_alignment() -> None:
+    from xlc.passes.heap_simulator import chunk_alignment
+
+    assert [chunk_alignment(n, 64) for n in (0, 1, 2, 4, 8, 12, 16, 48, 64, 96, 400)] == \
+        [1, 1, 2, 4, 8, 4, 16, 16, 64, 64, 64]
+    assert chunk_alignment(128, 256) == 128 and chunk_alignment(512, 256) == 256
+
+
+def test_per_buffer_alignment_packs_small_buffers_tightly() -> None:
+    bufs = [HeapBuffer(0, 4, [TimeInterval(0, 3)], alignment=4),
+            HeapBuffer(1, 4, [TimeInterval(0, 3)], alignment=4),
+            HeapBuffer(2, 16, [TimeInterval(0, 3)], alignment=16),
+            hb(3, 100, (0, 3))]
+    r = global_decreasing_size_best_fit(bufs, alignment=64)
+    assert {k: c.offset for k, c in r.chunks.items()} == {3: 0, 2: 112, 0: 100, 1: 104}
+    assert r.heap_size == 128 and check_heap(bufs, r, 64) == []

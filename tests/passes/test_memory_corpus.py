@@ -11,6 +11,7 @@ from tests.conftest import CORPUS, corpus_cases, requires_corpus
 from xlc.hlo.evaluator import evaluate, flatten_result
 from xlc.hlo.parser import parse_module
 from xlc.hlo.verifier import verify_module
+from xlc.options import CompileOptions
 from xlc.passes.buffer_assignment import assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
@@ -99,6 +100,41 @@ def test_corpus_runs_correctly_through_its_assigned_memory(name: str, file: str)
     for ordering in (None, DependencyHloOrdering(m)):
         ba = assign_buffers(m, ordering)
         got = flatten_result(run_with_memory(ba, None, case.inputs))
+        assert len(got) == len(case.outputs)
+        for g, want in zip(got, case.outputs):
+            np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)
+
+
+def _interpreter_optimized(name: str):
+    from xlc.passes.optimize import interpreter_passes, optimize_module
+
+    opts = CompileOptions(verify=True)
+    m = _load(name, "module.hlo")
+    return m, optimize_module(m, opts, passes=interpreter_passes(opts), name="interpreter")
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", CASES)
+def test_interpreter_pipeline_temp_memory_beats_xla(name: str) -> None:
+    """Through our whole pipeline (interpreter pass list: transpose folding, gather and row
+    fusion, copy insertion, memory scheduler) temp bytes <= XLA's on every corpus case
+    (the table: tools/memory_vs_xla.py)."""
+    _, opt = _interpreter_optimized(name)
+    meta = json.loads((CORPUS / "cases" / name / "meta.json").read_text())
+    assert opt.memory_stats()["temp_bytes"] <= meta["memory_analysis"]["temp_size_in_bytes"]
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", SMALL)
+def test_interpreter_pipeline_runs_correctly_through_its_memory(name: str) -> None:
+    """The optimized module (row fusions, gather fusions, shared operand buffers) evaluated
+    plainly and through its assigned memory gives XLA's outputs."""
+    from corpus import load_case  # type: ignore[import-not-found]
+
+    case = load_case(name)
+    m, opt = _interpreter_optimized(name)
+    for got in (flatten_result(evaluate(m, case.inputs)),
+                flatten_result(run_with_memory(opt.assignment, None, case.inputs))):
         assert len(got) == len(case.outputs)
         for g, want in zip(got, case.outputs):
             np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)

@@ -66,7 +66,7 @@ def output_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeInde
 def fusion_generator(k: Kernel, fusion: HloInstruction) -> LeafEmitter:
     """An elemental emitter for `fusion`'s fused computation reading its operands from `k`."""
     ops = fusion.operands
-    return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx))
+    return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx), scalar_fn=k.scalar_fn)
 
 
 def _reader(k: Kernel, op: HloInstruction) -> Callable[[Index], ir.Value]:

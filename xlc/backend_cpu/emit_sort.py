@@ -245,7 +245,7 @@ def emit_topk(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """k selection passes per row over the last dimension (see module doc)."""
     x = inst.operands[0]
     pt = element_type(x.shape, x.name)
-    largest = bool(inst.attrs.get("largest", True))
+    largest = bool(inst.attrs.get("largest", True)) if inst.opcode is Opcode.TOPK else True
     outs = output_buffers(inst)
     kk = int(inst.attrs.get("k", inst.shape.tuple_shapes[0].dims[-1]))  # type: ignore[index]
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
@@ -286,6 +286,22 @@ def emit_topk(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             k.write(vo, _with(row, last, t), k.read(x, _with(row, last, bi)), vs)
             k.write(io, _with(row, last, t), b.trunc(bi, lu.I32), is_)
     k.finish()
+
+
+CUSTOM_CALL_TARGETS = {"TopK": emit_topk}
+"""custom-call targets the CPU backend implements (XLA CPU's TopK: k largest, s32 indices)."""
+
+
+@register(Opcode.CUSTOM_CALL)
+def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
+    """Known custom-call targets; any other raises UnsupportedOpError naming the target."""
+    target = str(inst.attrs.get("custom_call_target", ""))
+    fn = CUSTOM_CALL_TARGETS.get(target)
+    if fn is None:
+        raise UnsupportedOpError(
+            f"CPU backend cannot compile 'custom-call' target '{target}' ({inst.name}): "
+            "custom-call targets are not supported by the CPU backend")
+    fn(em, ctx, inst)
 
 
 def _flip(op: str) -> str:

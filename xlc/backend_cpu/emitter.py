@@ -11,7 +11,10 @@ Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
   returning element values (`scalar_function`), inlined by LLVM;
 * every kernel (a fusion, an elementwise op, a reduce, a dot, ...) is an internal function with
   one pointer argument per distinct slice it touches (`Kernel`); arguments whose slices overlap
-  no other argument are `noalias`, so loops vectorise without runtime checks.
+  no other argument are `noalias`, so loops vectorise without runtime checks. Kernels over at
+  least PARALLEL_ELEMENTS elements take a [begin, end) range of their outermost loop and run
+  split over the cores (pthreads from generated code, `parallel.py`); chains of row kernels
+  are pipelined block of rows by block of rows (`row_groups.py`).
 
 Per-opcode emission is dispatched through `EMITTERS` (Opcode -> function), filled by the
 `emit_*` modules. Unsupported instructions raise UnsupportedOpError naming the instruction.
@@ -48,7 +51,6 @@ UNSUPPORTED: dict[Opcode, str] = {
                               "yet",
     Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the CPU "
                                      "backend yet",
-    Opcode.CUSTOM_CALL: "custom-call targets are not supported by the CPU backend",
 }
 """Opcodes with no CPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
 
@@ -104,6 +106,8 @@ class Kernel:
     slices: dict[tuple[int, ShapeIndex], Slice] = field(default_factory=dict)
     outer: tuple[ir.Value, ir.Value] | None = None
     """[begin, end) of the outermost loop this kernel instance runs (threaded kernels)."""
+    scalar_fn: Callable[[HloComputation], ir.Function] | None = None
+    """The emitter's `scalar_function` (for reduces nested inside fusions)."""
 
     def ptr(self, inst: HloInstruction, index: ShapeIndex = ()) -> ir.Value:
         """The address of `inst`'s buffer at `index` (must be one the kernel was made with)."""
@@ -134,15 +138,55 @@ class LeafEmitter(ElementalIrEmitter):
     through `leaves[uid](index)` instead of being generated."""
 
     def __init__(self, builder: ir.IRBuilder, read_param: Callable[[int, Index], ir.Value],
-                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None):
+                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None,
+                 scalar_fn: Callable[[HloComputation], ir.Function] | None = None):
         super().__init__(builder, read_param)
         self.leaves = leaves or {}
+        self.scalar_fn = scalar_fn
 
     def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
         leaf = self.leaves.get(inst.uid)
         if leaf is not None:
             return leaf(index)
+        if inst.opcode is Opcode.REDUCE and self.scalar_fn is not None:
+            return self._nested_reduce(inst, index)
         return super().generate(inst, index)
+
+    def _nested_reduce(self, inst: HloInstruction, index: Index) -> ir.Value:
+        """A reduce inside a fusion (not its root, as XLA's optimized HLO has them): a loop
+        over the reduced dims at this output index. Element values generated inside the loop
+        are dropped from the cache afterwards (they do not dominate the loop exit)."""
+        if inst.shape.is_tuple:
+            raise UnsupportedOpError(
+                f"CPU backend: variadic reduce inside a fusion is unsupported ({inst.name})")
+        key = (inst.uid, tuple(id(v) for v in index))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        b = self.b
+        operand, init = inst.operands
+        rdims = sorted(int(d) for d in inst.attrs["dimensions"])
+        kept = [d for d in range(operand.shape.rank) if d not in rdims]
+        assert self.scalar_fn is not None
+        fn = self.scalar_fn(inst.called[0])
+        init_v = self.generate(init, [])
+        with b.goto_entry_block():
+            slot = b.alloca(init_v.type)
+        b.store(init_v, slot)
+        saved = dict(self._cache)
+        with lu.for_nest(b, [operand.shape.dims[d] for d in rdims], name="nr") as ridx:
+            full: list[ir.Value] = [i64(0)] * operand.shape.rank
+            for d, v in zip(kept, index):
+                full[d] = v
+            for d, v in zip(rdims, ridx):
+                full[d] = v
+            x = self.generate(operand, full)
+            b.store(b.call(fn, [b.load(slot), x]), slot)
+        self._cache.clear()
+        self._cache.update(saved)
+        value = b.load(slot)
+        self._cache[key] = value
+        return value
 
 
 class ReducerEmitter(LeafEmitter):
@@ -214,7 +258,6 @@ class CpuEmitter:
         self.comp_fns: dict[int, ir.Function] = {}
         self.scalar_fns: dict[int, ir.Function] = {}
         self._const_globals: dict[int, ir.GlobalVariable] = {}
-        self._kernel_count = 0
         self.fnty = ir.FunctionType(lu.VOID, [lu.PTR])
 
     # ---- top level --------------------------------------------------------------------------
@@ -332,7 +375,6 @@ class CpuEmitter:
             slices[(inst.uid, tuple(index))] = sl
             if sl not in distinct:
                 distinct.append(sl)
-        self._kernel_count += 1
         collect = self._collect
         threaded = collect is not None or (split > 1 and self.threads > 1)
         name = self.llmod.get_unique_name(f"{self.entry_name}.k.{label}")
@@ -362,7 +404,7 @@ class CpuEmitter:
         else:
             ctx.b.call(fn, ptrs)
         kb = ir.IRBuilder(fn.append_basic_block("entry"))
-        return Kernel(fn, kb, args, slices, outer)
+        return Kernel(fn, kb, args, slices, outer, self.scalar_function)
 
     # ---- embedded computations -------------------------------------------------------------
     def scalar_function(self, comp: HloComputation, reassoc: bool = False) -> ir.Function:

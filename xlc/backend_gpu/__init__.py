@@ -6,6 +6,7 @@ thunk schedule on CUDA streams through cuda-python.
 See compiler.py (pipeline), emitter.py (kernels + thunks), streams.py, runtime.py.
 """
 from xlc.backend_gpu.compiler import compile_gpu, gpu_passes, run_gpu_passes
+from xlc.backend_gpu.device_array import DeviceArray
 from xlc.backend_gpu.executable import GpuExecutable
 
-__all__ = ["GpuExecutable", "compile_gpu", "gpu_passes", "run_gpu_passes"]
+__all__ = ["DeviceArray", "GpuExecutable", "compile_gpu", "gpu_passes", "run_gpu_passes"]

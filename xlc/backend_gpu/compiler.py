@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 from xlc.backend_gpu import (  # noqa: F401  (importing registers the emitters)
     emit_control,
+    emit_conv,
     emit_gemm,
     emit_loop,
     emit_misc,
     emit_reduce,
     emit_sort,
     emit_transpose,
+    nvptx,
 )
-from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.streams import StreamPlan, plan_streams, prepare_multi_stream

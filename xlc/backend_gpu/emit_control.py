@@ -38,9 +38,48 @@ def copies_between(em: GpuEmitter, src: HloInstruction, dst: HloInstruction,
     return out
 
 
+def _const_int(inst: HloInstruction) -> int | None:
+    while inst.opcode is Opcode.COPY:
+        inst = inst.operands[0]
+    if inst.opcode is not Opcode.CONSTANT or not inst.shape.is_array:
+        return None
+    pt = inst.shape.element_type
+    lit = inst.attrs["literal"]
+    if pt is None or not pt.is_integer or lit.elided or lit.array is None or lit.array.size != 1:
+        return None
+    return int(lit.array.reshape(()))
+
+
+def known_trip_count(inst: HloInstruction) -> int | None:
+    """The trip count of a counted while loop, else None. Recognised: the init tuple holds an
+    integer constant `a` at index k, the condition is `get-tuple-element(param, k) < N` with a
+    constant N, and the body's root tuple has `get-tuple-element(param, k) + 1` at index k."""
+    cond, body = inst.called[0], inst.called[1]
+    root, broot, init = cond.root, body.root, inst.operands[0]
+    if root is None or broot is None or root.opcode is not Opcode.COMPARE or \
+            str(root.attrs.get("direction")) != "LT" or broot.opcode is not Opcode.TUPLE or \
+            init.opcode is not Opcode.TUPLE:
+        return None
+    ivar, limit = root.operands
+    if ivar.opcode is not Opcode.GET_TUPLE_ELEMENT or ivar.operands[0] is not cond.parameters[0]:
+        return None
+    k = int(ivar.attrs["index"])
+    upd = broot.operands[k]
+    if upd.opcode is not Opcode.ADD:
+        return None
+    counter = [o for o in upd.operands if o.opcode is Opcode.GET_TUPLE_ELEMENT
+               and o.operands[0] is body.parameters[0] and int(o.attrs["index"]) == k]
+    steps = [_const_int(o) for o in upd.operands if o not in counter]
+    n, start = _const_int(limit), _const_int(init.operands[k])
+    if len(counter) != 1 or steps != [1] or n is None or start is None:
+        return None
+    return max(0, n - start)
+
+
 @register(Opcode.WHILE)
 def emit_while(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
-    """A while loop: condition thunks, predicate read back, body thunks."""
+    """A while loop: condition thunks, predicate read back, body thunks; a counted loop
+    (`known_trip_count`) runs its body that many times without reading anything back."""
     cond, body = inst.called[0], inst.called[1]
     assert cond.root is not None and body.root is not None
     pre = copies_between(em, inst.operands[0], inst, "while-init")
@@ -50,7 +89,8 @@ def emit_while(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     body_seq = em.emit_computation(body)
     body_seq.thunks += copies_between(em, body.root, inst, "while-body-root")
     return pre + [WhileThunk(inst.name, condition=cond_seq,
-                             predicate=em.buffer_slice(cond.root), body=body_seq)]
+                             predicate=em.buffer_slice(cond.root), body=body_seq,
+                             trip_count=known_trip_count(inst))]
 
 
 @register(Opcode.CONDITIONAL)

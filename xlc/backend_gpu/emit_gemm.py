@@ -2,11 +2,15 @@
 
 Any dot_general: batch dims, any number of contracting / free dims, any layouts. The output
 is viewed as [B, M, N] (batch, lhs free, rhs free) and the contraction as K. A block of
-TILE x TILE threads computes one TILE x TILE output tile: per K step it stages a TILE x TILE
-tile of lhs and of rhs in shared memory (out-of-range elements read as 0 through clamped
-addresses and selects, no divergent loads), synchronises, and every thread accumulates its
-element with FMAs over the staged tiles. Grid: (ceil(N/TILE), ceil(M/TILE), B).
+16 x 16 threads computes one (16 R) x (16 R) output tile, R = 4 when M and N are >= 64 (each
+thread holds 4 x 4 accumulators in registers: 8 shared loads per 16 FMAs instead of 2 per 1),
+else R = 1: per K step of 16 it stages the lhs and rhs tiles in shared memory (out-of-range
+elements read as 0 through clamped addresses and selects, no divergent loads),
+synchronises, and every thread accumulates its outputs with FMAs over the staged tiles.
+Thread (tx, ty) owns rows ty + 16 i and columns tx + 16 j, so shared reads are broadcasts or
+conflict-free and the stores coalesce. Grid: (ceil(N / 16R), ceil(M / 16R), B).
 f16/bf16 accumulate in f32 and round once; integers wrap; complex is unsupported.
+Dots of two f16 or two bf16 operands on sm_80+ go to the tensor-core kernel (emit_mma.py).
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
-from xlc.backend_gpu.kernel import element_type, i32, i64, unflatten
+from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
@@ -43,7 +47,8 @@ def strides(shape: Shape) -> list[int]:
     return out
 
 
-def _offset(b: ir.IRBuilder, parts: dict[int, ir.Value], st: list[int]) -> ir.Value:
+def linear_offset(b: ir.IRBuilder, parts: dict[int, ir.Value], st: list[int]) -> ir.Value:
+    """sum(parts[d] * st[d]): the element offset of a (partial) index given dim strides."""
     acc: ir.Value = i64(0)
     for d, v in parts.items():
         if st[d] == 0:
@@ -78,7 +83,8 @@ class DotPlan:
         self.N, self.K = prod(self.nsizes), prod(self.ksizes)
 
 
-def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+def mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+    """acc + x * y (float: `contract`ed into an FMA; integers wrap)."""
     if lu.is_float_type(acc.type):
         p = b.fmul(x, y)
         p.flags.append("contract")
@@ -88,11 +94,18 @@ def _mul_add(b: ir.IRBuilder, acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Val
     return b.add(acc, b.mul(x, y))
 
 
-def _to_acc(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType, out_pt: PrimitiveType
-            ) -> ir.Value:
+def to_accumulator(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType, out_pt: PrimitiveType
+                   ) -> ir.Value:
+    """Element `v` of type `pt` converted to `out_pt`'s accumulation type (f32 for f16/bf16)."""
     if pt is not out_pt:
         v = convert_value(b, v, pt, out_pt)
     return to_compute(b, v, out_pt) if out_pt.is_float else v
+
+
+def register_block(plan: DotPlan) -> int:
+    """Outputs per thread along each of M and N: 4 (64 x 64 block tiles) for big enough
+    GEMMs, else 1 (16 x 16)."""
+    return 4 if plan.M >= 64 and plan.N >= 64 else 1
 
 
 @register(Opcode.DOT)
@@ -105,68 +118,93 @@ def emit_dot(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         raise UnsupportedOpError(
             f"GPU backend: dot {inst.name} with {out_pt.text} result is unsupported")
     plan = DotPlan(inst)
+    from xlc.backend_gpu.emit_mma import emit_dot_mma, mma_applicable  # (imports this module)
+
+    if mma_applicable(inst, plan, em.sm):
+        return emit_dot_mma(em, inst, plan)
+    r = register_block(plan)
+    tm = tn = TILE * r                       # block tile: tm x tn outputs, K step TILE
     k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=TILE * TILE)
     b = k.b
     acc_ty = lu.value_type(out_pt) if not out_pt.is_float else \
         (lu.F64 if out_pt is PrimitiveType.F64 else lu.F32)
+    acc_bytes = acc_ty.width // 8 if isinstance(acc_ty, ir.IntType) else \
+        lu.float_bits(acc_ty) // 8
     zero = lu.const(acc_ty, 0)
-    a_sh = nvptx.shared_array(b.module, "gemm_a", acc_ty, TILE * TILE)
-    b_sh = nvptx.shared_array(b.module, "gemm_b", acc_ty, TILE * TILE)
-    k.launch((-(-plan.N // TILE), -(-plan.M // TILE), max(1, plan.B)), (TILE, TILE, 1),
-             shared_bytes=2 * TILE * TILE * (acc_ty.width // 8 if isinstance(acc_ty, ir.IntType)
-                                             else lu.float_bits(acc_ty) // 8))
+    a_sh = nvptx.shared_array(b.module, "gemm_a", acc_ty, tm * TILE)   # [m][k]
+    b_sh = nvptx.shared_array(b.module, "gemm_b", acc_ty, TILE * tn)   # [k][n]
+    k.launch((-(-plan.N // tn), -(-plan.M // tm), max(1, plan.B)), (TILE, TILE, 1),
+             shared_bytes=(tm + tn) * TILE * acc_bytes)
     tx = b.zext(nvptx.thread_idx(b, "x"), lu.I64)
     ty = b.zext(nvptx.thread_idx(b, "y"), lu.I64)
-    n = b.add(b.mul(b.zext(nvptx.block_idx(b, "x"), lu.I64), i64(TILE)), tx)
-    m = b.add(b.mul(b.zext(nvptx.block_idx(b, "y"), lu.I64), i64(TILE)), ty)
+    t = b.add(b.mul(ty, i64(TILE)), tx)
+    n0 = b.mul(b.zext(nvptx.block_idx(b, "x"), lu.I64), i64(tn))
+    m0 = b.mul(b.zext(nvptx.block_idx(b, "y"), lu.I64), i64(tm))
     bz = b.zext(nvptx.block_idx(b, "z"), lu.I64)
     bi = unflatten(b, bz, list(range(len(plan.bsizes))), plan.bsizes) if plan.bsizes else {}
-    m_ok = b.icmp_unsigned("<", m, i64(plan.M))
-    n_ok = b.icmp_unsigned("<", n, i64(plan.N))
-    m_c = b.select(m_ok, m, i64(0))
-    n_c = b.select(n_ok, n, i64(0))
-    mi = unflatten(b, m_c, list(range(len(plan.msizes))), plan.msizes) if plan.msizes else {}
-    ni = unflatten(b, n_c, list(range(len(plan.nsizes))), plan.nsizes) if plan.nsizes else {}
-    lhs_base = {**{plan.lb[j]: v for j, v in bi.items()}, **{plan.lf[j]: v for j, v in mi.items()}}
-    rhs_base = {**{plan.rb[j]: v for j, v in bi.items()}, **{plan.rf[j]: v for j, v in ni.items()}}
+
+    def split(v: ir.Value, sizes: list[int]) -> dict[int, ir.Value]:
+        return unflatten(b, v, list(range(len(sizes))), sizes) if sizes else {}
+
+    def clamp(v: ir.Value, n: int) -> tuple[ir.Value, ir.Value]:
+        ok = b.icmp_unsigned("<", v, i64(n))
+        return ok, b.select(ok, v, i64(0))
+
+    def load_tile(operand: HloInstruction, pt: PrimitiveType, free: list[int],
+                  batch: list[int], contracting: list[int], st: list[int],
+                  f: ir.Value, f_size: list[int], f_total: int, kk: ir.Value) -> ir.Value:
+        f_ok, f_c = clamp(f, f_total)
+        k_ok, k_c = clamp(kk, plan.K)
+        parts = {**{batch[j]: v for j, v in bi.items()},
+                 **{free[j]: v for j, v in split(f_c, f_size).items()},
+                 **{contracting[j]: v for j, v in split(k_c, plan.ksizes).items()}}
+        raw = lu.load_element(b, k.ptr(operand), linear_offset(b, parts, st), pt)
+        v = to_accumulator(b, raw, pt, out_pt)
+        return b.select(b.and_(f_ok, k_ok), v, zero)
+
     with b.goto_entry_block():
-        acc_slot = b.alloca(acc_ty)
-    b.store(zero, acc_slot)
-    slot_a = b.add(b.mul(ty, i64(TILE)), tx)   # As[ty][tx]
+        accs = [[b.alloca(acc_ty) for _ in range(r)] for _ in range(r)]
+    for row in accs:
+        for slot in row:
+            b.store(zero, slot)
     with lu.for_range(b, i64(plan.K), step=TILE, name="k0") as k0:
-        # stage lhs(m, k0 + tx) and rhs(k0 + ty, n)
-        ka = b.add(k0, tx)
-        kb = b.add(k0, ty)
-        ka_ok = b.icmp_unsigned("<", ka, i64(plan.K))
-        kb_ok = b.icmp_unsigned("<", kb, i64(plan.K))
-        kai = unflatten(b, b.select(ka_ok, ka, i64(0)), list(range(len(plan.ksizes))),
-                        plan.ksizes) if plan.ksizes else {}
-        kbi = unflatten(b, b.select(kb_ok, kb, i64(0)), list(range(len(plan.ksizes))),
-                        plan.ksizes) if plan.ksizes else {}
-        loff = _offset(b, {**lhs_base, **{plan.lc[j]: v for j, v in kai.items()}}, plan.ls)
-        roff = _offset(b, {**rhs_base, **{plan.rc[j]: v for j, v in kbi.items()}}, plan.rs)
-        av = _to_acc(b, lu.load_element(b, k.ptr(lhs), loff, lpt), lpt, out_pt)
-        bv = _to_acc(b, lu.load_element(b, k.ptr(rhs), roff, rpt), rpt, out_pt)
-        av = b.select(b.and_(m_ok, ka_ok), av, zero)
-        bv = b.select(b.and_(n_ok, kb_ok), bv, zero)
-        b.store(av, _sh(b, a_sh, slot_a))
-        b.store(bv, _sh(b, b_sh, slot_a))
+        # stage lhs[m0:m0+tm, k0:k0+16] and rhs[k0:k0+16, n0:n0+tn]; consecutive threads
+        # take consecutive k (lhs) / n (rhs) so row-major operands load coalesced
+        for q in range(r):
+            e = b.add(t, i64(TILE * TILE * q))
+            mm, kk = b.udiv(e, i64(TILE)), b.urem(e, i64(TILE))
+            v = load_tile(lhs, lpt, plan.lf, plan.lb, plan.lc, plan.ls, b.add(m0, mm),
+                          plan.msizes, plan.M, b.add(k0, kk))
+            b.store(v, _sh(b, a_sh, e))
+            kk, nn = b.udiv(e, i64(tn)), b.urem(e, i64(tn))
+            v = load_tile(rhs, rpt, plan.rf, plan.rb, plan.rc, plan.rs, b.add(n0, nn),
+                          plan.nsizes, plan.N, b.add(k0, kk))
+            b.store(v, _sh(b, b_sh, e))
         nvptx.barrier(b)
-        acc = b.load(acc_slot)
-        for kk in range(TILE):
-            x = b.load(_sh(b, a_sh, b.add(b.mul(ty, i64(TILE)), i64(kk))), typ=acc_ty)
-            y = b.load(_sh(b, b_sh, b.add(i64(kk * TILE), tx)), typ=acc_ty)
-            acc = _mul_add(b, acc, x, y)
-        b.store(acc, acc_slot)
+        acc = [[b.load(slot) for slot in row] for row in accs]
+        for kk_ in range(TILE):
+            xs = [b.load(_sh(b, a_sh, b.add(b.mul(b.add(ty, i64(TILE * i)), i64(TILE)),
+                                             i64(kk_))), typ=acc_ty) for i in range(r)]
+            ys = [b.load(_sh(b, b_sh, b.add(i64(kk_ * tn), b.add(tx, i64(TILE * j)))),
+                         typ=acc_ty) for j in range(r)]
+            acc = [[mul_add(b, acc[i][j], xs[i], ys[j]) for j in range(r)] for i in range(r)]
+        for i in range(r):
+            for j in range(r):
+                b.store(acc[i][j], accs[i][j])
         nvptx.barrier(b)
-    with b.if_then(b.and_(m_ok, n_ok)):
-        res = b.load(acc_slot)
-        if out_pt.is_float:
-            res = from_compute(b, res, out_pt)
-        out_parts = {**{plan.ob[j]: v for j, v in bi.items()},
-                     **{plan.om[j]: v for j, v in mi.items()},
-                     **{plan.on[j]: v for j, v in ni.items()}}
-        lu.store_element(b, res, k.ptr(inst), _offset(b, out_parts, plan.os), out_pt)
+    for i in range(r):
+        for j in range(r):
+            m_ok, m_c = clamp(b.add(m0, b.add(ty, i64(TILE * i))), plan.M)
+            n_ok, n_c = clamp(b.add(n0, b.add(tx, i64(TILE * j))), plan.N)
+            with b.if_then(b.and_(m_ok, n_ok)):
+                res = b.load(accs[i][j])
+                if out_pt.is_float:
+                    res = from_compute(b, res, out_pt)
+                out_parts = {**{plan.ob[q]: v for q, v in bi.items()},
+                             **{plan.om[q]: v for q, v in split(m_c, plan.msizes).items()},
+                             **{plan.on[q]: v for q, v in split(n_c, plan.nsizes).items()}}
+                lu.store_element(b, res, k.ptr(inst), linear_offset(b, out_parts, plan.os),
+                                 out_pt)
     k.finish()
     return [k.thunk()]
 

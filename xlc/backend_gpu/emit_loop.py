@@ -11,6 +11,7 @@ Every element comes from the shared elemental emitter (`xlc.codegen.indexing`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -151,13 +152,15 @@ def emit_loop_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
 def emit_elementwise(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """An unfused elementwise or data-movement op as its own loop kernel."""
     element_type(inst.shape, inst.name)
-    outs = [(inst, ())]
+    outs: list[tuple[HloInstruction, ShapeIndex]] = [(inst, ())]
     k = em.kernel(inst, outs, operand_buffers(inst), max_threads=128)
     gen = operand_generator(k, inst)
     if inst.opcode.is_elementwise:
         # operands are the leaves: route them through read_param so vector loads apply
-        gen.leaves = {op.uid: (lambda idx, n=n: gen.read_param(n, idx))
-                      for n, op in enumerate(inst.operands)}
+        def param(n: int) -> Callable[[list[ir.Value]], ir.Value]:
+            return lambda idx: gen.read_param(n, idx)
+
+        gen.leaves = {op.uid: param(n) for n, op in enumerate(inst.operands)}
         emit_loop(em, k, gen, [inst], outs, vector_params=list(inst.operands))
     else:
         emit_loop(em, k, gen, [inst], outs)

@@ -33,12 +33,11 @@ from xlc.backend_gpu.kernel import (
     element_type,
     fusion_generator,
     grid_stride,
-    strided,
-    unflatten,
-    i32,
     i64,
     loop_launch,
     operand_generator,
+    strided,
+    unflatten,
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
@@ -120,9 +119,12 @@ def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
     kdim = prod(red_sizes)
     threads = min(ROW_THREADS, max(32, -(-kdim // 32) * 32))
     warps = threads // 32
-    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1))
     types = [[lu.value_type(element_type(red.operands[_n(red) + j].shape, red.name))
               for j in range(_n(red))] for red, _ in heroes]
+    shared_bytes = sum(warps * max(1, element_type(red.operands[_n(red) + j].shape,
+                                                   red.name).byte_size)
+                       for red, _ in heroes for j in range(_n(red))) if warps > 1 else 0
+    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
     # per-thread partials in allocas (promoted to registers), plus a validity flag
     with b.goto_entry_block():
         slots = [[b.alloca(t) for t in ts] for ts in types]
@@ -247,7 +249,7 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
                 k.write(out, full, gen.generate(inst, full), sidx)
         gen.clear_cache()
         oidx = [kidx[d] for d in sorted(kept)]
-        for (red, sidxs), ss in zip(heroes, slots):
+        for (_red, sidxs), ss in zip(heroes, slots):
             for sidx, s in zip(sidxs, ss):
                 k.write(out, oidx, b.load(s), sidx)
 

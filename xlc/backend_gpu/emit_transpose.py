@@ -17,7 +17,7 @@ from llvmlite import ir
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emit_loop import emit_elementwise
 from xlc.backend_gpu.emitter import GpuEmitter, physical_order, register
-from xlc.backend_gpu.kernel import element_type, i32, i64, unflatten
+from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.ir import HloInstruction

@@ -20,6 +20,7 @@ from llvmlite import ir
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.kernel import GpuKernel, LeafEmitter, element_type, new_kernel
 from xlc.backend_gpu.thunks import BufferSlice, SequentialThunk, Thunk
+from xlc.codegen.indexing import Index
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -37,7 +38,6 @@ NO_THUNK = (Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_EL
 """Opcodes that launch nothing: their results are slices assigned elsewhere."""
 
 UNSUPPORTED: dict[Opcode, str] = {
-    Opcode.CONVOLUTION: "convolution is not implemented by the GPU backend yet",
     Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the GPU backend yet",
     Opcode.RNG: "random number generation is not implemented by the GPU backend yet",
     Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the GPU "
@@ -75,7 +75,7 @@ def physical_order(shape: object) -> list[int]:
 def array_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
     """(inst, index) for every array leaf of `inst` (one level of tuple; deeper raises)."""
     if inst.shape.is_tuple:
-        outs = []
+        outs: list[tuple[HloInstruction, ShapeIndex]] = []
         for k, s in enumerate(inst.shape.tuple_shapes or ()):
             if not s.is_array:
                 raise UnsupportedOpError(f"GPU backend: nested tuple in {inst.name}")
@@ -86,7 +86,7 @@ def array_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex
 
 def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
     """(operand, ()) for each operand of `inst` (tuple operands raise UnsupportedOpError)."""
-    out = []
+    out: list[tuple[HloInstruction, ShapeIndex]] = []
     for op in inst.operands:
         if not op.shape.is_array:
             raise UnsupportedOpError(
@@ -171,9 +171,11 @@ class GpuEmitter:
             if not p.shape.is_array or p.shape.rank:
                 raise UnsupportedOpError(
                     f"GPU backend: computation {comp.name} must take scalars ({p.name})")
-        values = {params[n].uid: v for n, v in enumerate(args)}
-        gen = LeafEmitter(b, lambda n, _idx: args[n],
-                          {uid: (lambda _i, v=v: v) for uid, v in values.items()})
+        def constant(v: ir.Value) -> Callable[[Index], ir.Value]:
+            return lambda _index: v
+
+        leaves = {params[n].uid: constant(v) for n, v in enumerate(args)}
+        gen = LeafEmitter(b, lambda n, _idx: args[n], leaves)
         root = comp.root
         assert root is not None
         if root.opcode is Opcode.TUPLE:

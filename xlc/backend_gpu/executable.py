@@ -152,9 +152,10 @@ class GpuExecutable:
             raise ArgumentError(f"{self.module.name}: expected {len(self.parameters)} "
                                 f"arguments, got {len(flat_args)}")
         for p, a in zip(self.parameters, flat_args):
-            if tuple(np.shape(a)) != p.dims:
+            shape = tuple(a.shape) if hasattr(a, "shape") else tuple(np.shape(a))
+            if shape != p.dims:
                 raise ArgumentError(f"{self.module.name}: argument {p.number} has shape "
-                                    f"{tuple(np.shape(a))}, expected {p.dims}")
+                                    f"{shape}, expected {p.dims}")
 
     def run(self, flat_args: list[Any], graph: bool = False) -> list[np.ndarray]:
         """Run once on the GPU; returns the flat outputs as numpy arrays. Arguments are numpy

@@ -240,5 +240,8 @@ def fusion_generator(k: GpuKernel, fusion: HloInstruction) -> LeafEmitter:
 
 def operand_generator(k: GpuKernel, inst: HloInstruction) -> LeafEmitter:
     """An elemental emitter for unfused `inst` whose operands are read from `k`."""
-    leaves = {op.uid: (lambda idx, op=op: k.read(op, idx)) for op in inst.operands}
+    def reader(op: HloInstruction) -> Callable[[Index], ir.Value]:
+        return lambda idx: k.read(op, idx)
+
+    leaves = {op.uid: reader(op) for op in inst.operands}
     return LeafEmitter(k.b, lambda n, idx: k.read(inst.operands[n], idx), leaves)

@@ -126,7 +126,7 @@ def device_free(ptr: int) -> None:
 def to_device(arr: np.ndarray) -> DeviceArray:
     """Copy a numpy array to a new DeviceArray (synchronously)."""
     primary_context()
-    a = np.ascontiguousarray(arr)
+    a = np.array(arr, order="C", copy=True)  # keeps 0-d shapes (ascontiguousarray would not)
     ptr = device_alloc(a.nbytes)
     check(driver().cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
     return DeviceArray(ptr, a.shape, a.dtype, owner=True)
@@ -152,6 +152,7 @@ class GpuRuntime:
         ev_flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
         self.events = [check(drv.cuEventCreate(ev_flags), "cuEventCreate")
                        for _ in range(exe.plan.num_events)]
+        self._fork = check(drv.cuEventCreate(ev_flags), "cuEventCreate")
         self.bases = [0] * len(exe.allocations)
         self._owned: list[int] = []
         self._param_blocks: dict[int, int] = {}
@@ -199,7 +200,8 @@ class GpuRuntime:
                                                        owner=True)
                     check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
                     self.bases[p.allocation] = dst
-                elif persistent:
+                elif persistent or arg.ptr % 256:
+                    # graph mode needs fixed addresses; kernels assume 256-byte aligned bases
                     dst = self._param_block(p.allocation, info.size)
                     check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
                     self.bases[p.allocation] = dst
@@ -283,7 +285,13 @@ class GpuRuntime:
             return results
 
     def _run_schedule(self) -> None:
-        drv = self.drv
+        drv, s0 = self.drv, self.streams[0]
+        if len(self.streams) > 1:
+            # fork: the other streams start after stream 0's uploads (and, while capturing a
+            # graph, this is what pulls them into the capture)
+            check(drv.cuEventRecord(self._fork, s0), "cuEventRecord")
+            for s in self.streams[1:]:
+                check(drv.cuStreamWaitEvent(s, self._fork, 0), "cuStreamWaitEvent")
         self.execute(self.exe.plan.thunks)
         for e in self.exe.plan.final_waits:
             check(drv.cuStreamWaitEvent(self.streams[0], self.events[e], 0), "cuStreamWaitEvent")
@@ -293,11 +301,6 @@ class GpuRuntime:
         if self._graph_exec is None:
             mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
             check(drv.cuStreamBeginCapture(s0, mode), "cuStreamBeginCapture")
-            if len(self.streams) > 1:  # fork the other streams off the capturing one
-                fork = check(drv.cuEventCreate(0), "cuEventCreate")
-                check(drv.cuEventRecord(fork, s0), "cuEventRecord")
-                for s in self.streams[1:]:
-                    check(drv.cuStreamWaitEvent(s, fork, 0), "cuStreamWaitEvent")
             self._run_schedule()
             g = check(drv.cuStreamEndCapture(s0), "cuStreamEndCapture")
             inst = getattr(drv, "cuGraphInstantiateWithFlags", None)

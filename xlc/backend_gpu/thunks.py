@@ -93,8 +93,9 @@ class Thunk:
 
 @dataclass
 class KernelThunk(Thunk):
-    """Launch `kernel` on a grid of `grid` blocks of `block` threads with `shared_bytes` of
-    static shared memory; `args` are its pointer arguments in order."""
+    """Launch `kernel` on a grid of `grid` blocks of `block` threads; `args` are its pointer
+    arguments in order. `shared_bytes` records the kernel's static shared memory (declared in
+    the PTX; launches pass 0 dynamic bytes)."""
 
     kernel: str = ""
     grid: tuple[int, int, int] = (1, 1, 1)

@@ -21,34 +21,56 @@ nest instead and run on thread 0 only (the other threads return at once).
 
 `compile_gemm(spec)` JIT-compiles one GEMM plus a pthread entry (`xlc/codegen/parallel.py`) and
 returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
+
+Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/codegen/gemm_dot.py; None when the
+dot is not f32/f64 or its dims do not merge), reserve `scratch_bytes(spec, nt)` bytes of temp,
+`emit_gemm(module, name, spec)`, then either call `name(A, B, C, scratch, t, nt)` for each t
+yourself or add `emit_threaded_entry(module, name + "_mt", module.globals[name], 4)` and call
+`name_mt(A, B, C, scratch, nt)` from the kernel (nt from `recommended_threads(spec, cores)`).
 """
 from __future__ import annotations
 
 import ctypes
 import logging
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm_kernels import (Blocking, emit_microkernel, emit_pack_a, emit_pack_b,
-                                      emit_simple_gemm, gep, i64, new_function,
-                                      simple_loop_order, smin)
+from xlc.codegen.gemm_kernels import (
+    Blocking,
+    emit_microkernel,
+    emit_pack_a,
+    emit_pack_b,
+    emit_simple_gemm,
+    gep,
+    i64,
+    new_function,
+    simple_loop_order,
+    smin,
+)
 from xlc.codegen.parallel import available_threads, emit_threaded_entry
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
 
+__all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "scratch_bytes", "compile_gemm",
+           "recommended_threads", "use_simple", "blocking", "simple_loop_order"]
+
 log = logging.getLogger("xlc.codegen")
 
-# Register tiles: f32 14 x 32 holds 28 zmm accumulators (+2 B vectors, broadcasts folded into
-# the FMAs); f64 the same with 8 lanes. Cache blocks: a KC x NR B panel (32 KiB) stays in the
-# 48 KiB L1 across the ir loop, the MC x KC A block (~0.5 MiB) in the 1 MiB L2.
-SIMPLE_FLOPS = 2 * 48 ** 3
-PARALLEL_FLOPS = 1 << 23
+# Register tiles: f32 14 x 32 holds 28 zmm accumulators (+2 B vectors and the A broadcast: 31
+# of 32 zmm, no spills in the k loop); f64 the same with 8 lanes. 12x32, 8x48 and 6x64 measured
+# the same within the (large) noise of the shared test machine. Cache blocks: a KC x NR B
+# panel (32 KiB) stays in the 48 KiB L1 across the ir loop, the MC x KC A block (~0.5 MiB) in
+# the 1 MiB L2, the KC x NC B block in L3. unroll: k-loop unrolling of the microkernel (4 gave
+# no measurable gain over 2 and costs ~40 % more compile time for that function).
+SIMPLE_FLOPS = 2 * 64 ** 3
+PARALLEL_FLOPS = 1 << 25  # ~150 us on one core; a pthread start + join costs ~20-40 us
 _BLOCKING = {
-    PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096),
-    PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048),
+    PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096, unroll=2),
+    PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048, unroll=2),
 }
 
 
@@ -98,8 +120,10 @@ class GemmSpec:
         a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
         batch, m, k = a3.shape
         n = b3.shape[2]
-        st = (lambda x: tuple(s // x.itemsize for s in x.strides))
-        return GemmSpec(m, n, k, batch, st(a3), st(b3), (m * n, n, 1), a.dtype, accumulate)
+        def st(x: np.ndarray) -> tuple[int, int, int]:
+            return tuple(s // x.itemsize for s in x.strides)  # type: ignore[return-value]
+        return GemmSpec(m, n, k, batch, st(a3), st(b3), (m * n, n, 1),
+                        PrimitiveType.from_dtype(a.dtype), accumulate)
 
 
 def blocking(spec: GemmSpec) -> Blocking:
@@ -110,7 +134,8 @@ def blocking(spec: GemmSpec) -> Blocking:
     kc = max(1, -(-spec.k // -(-spec.k // p["kc"]))) if spec.k else 1
     mc = min(max(mr, p["mc"] // mr * mr), -(-spec.m // mr) * mr)
     nc = min(max(nr, p["nc"] // nr * nr), -(-spec.n // nr) * nr)
-    return Blocking(spec.dtype, mr, p["nv"], p["vw"], kc, max(mc, mr), max(nc, nr))
+    return Blocking(spec.dtype, mr, p["nv"], p["vw"], kc, max(mc, mr), max(nc, nr),
+                    p["unroll"])
 
 
 def use_simple(spec: GemmSpec) -> bool:
@@ -125,7 +150,7 @@ def _round64(x: int) -> int:
 
 def _thread_bytes(spec: GemmSpec, bl: Blocking) -> tuple[int, int]:
     esz = spec.dtype.byte_size
-    # + 64 bytes: the transposing A packer's last full-width store may spill past the panel
+    # + 64 bytes: the A packers' last full-width store may spill past the last panel
     return _round64(bl.mc * bl.kc * esz + 64), _round64(bl.kc * bl.nc * esz)
 
 
@@ -212,8 +237,10 @@ def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) ->
     """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp)`:
     C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into ap/bp."""
     (_, am, ak), (_, bk, bn), (_, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
-    pack_a = emit_pack_a(module, f"{name}.pack_a", bl, am, ak)
-    pack_b = emit_pack_b(module, f"{name}.pack_b", bl, bk, bn)
+    nkb = -(-spec.k // bl.kc)
+    min_kc = min(bl.kc, spec.k - (nkb - 1) * bl.kc)  # the last k block may be shorter
+    pack_a = emit_pack_a(module, f"{name}.pack_a", bl, am, ak, min_kc)
+    pack_b = emit_pack_b(module, f"{name}.pack_b", bl, bk, bn, min_kc)
     micro = emit_microkernel(module, f"{name}.micro", bl, cm, cn)
     fn, b = new_function(module, f"{name}.blocked", [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 2,
                          noalias=(0, 1, 2, 7, 8))
@@ -260,7 +287,8 @@ class CompiledGemm:
     a/b: arrays of shape (batch, m, k)/(batch, k, n) (or 2-D when batch == 1) whose strides
     match the spec (views like `x.T` fine). c: optional output of shape (batch, m, n) (2-D when
     a is 2-D) with the spec's strides; required when the spec accumulates. Runs on `nthreads`
-    threads through the pthread entry."""
+    threads through the pthread entry. One instance owns one packing scratch: do not call the
+    same instance from two Python threads at once (compile_gemm again for another instance)."""
 
     def __init__(self, spec: GemmSpec, nthreads: int, symbol: str, entry: str):
         self.spec, self.nthreads = spec, nthreads
@@ -270,54 +298,77 @@ class CompiledGemm:
         self._entry = proto(eng.address(entry))
         self._scratch = np.empty(max(1, scratch_bytes(spec, nthreads)), dtype=np.uint8)
         self._scratch_ptr = self._scratch.ctypes.data
+        self._dtype = spec.dtype.dtype
+        isz = self._dtype.itemsize
+        dims = {"A": (spec.batch, spec.m, spec.k), "B": (spec.batch, spec.k, spec.n),
+                "C": (spec.batch, spec.m, spec.n)}
+        st = {"A": spec.a_strides, "B": spec.b_strides, "C": spec.c_strides}
+        self._layout = {w: (dims[w], st[w]) for w in dims}
+        # exact (shape, byte strides) of the common 3-D and 2-D forms: checked without a loop
+        self._fast = {w: {(dims[w], tuple(x * isz for x in st[w])),
+                          (dims[w][1:], tuple(x * isz for x in st[w][1:]))}
+                      for w in dims}
+        self._c_contiguous = spec.c_strides == (spec.m * spec.n, spec.n, 1)
 
-    def _check(self, x: np.ndarray, what: str, shape: tuple[int, ...],
-               strides: tuple[int, int, int]) -> int:
-        s = self.spec
-        x3 = x[None] if x.ndim == 2 else x
-        ok = (isinstance(x, np.ndarray) and x.dtype == s.dtype.dtype and x3.ndim == 3
-              and x3.shape == shape)
+    def _check(self, x: np.ndarray, what: str) -> int:
+        if (isinstance(x, np.ndarray) and x.dtype == self._dtype
+                and (x.shape, x.strides) in self._fast[what]):
+            return x.ctypes.data  # type: ignore[no-any-return]
+        shape, strides = self._layout[what]
+        ok = isinstance(x, np.ndarray) and x.dtype == self._dtype and x.ndim in (2, 3)
         if ok:
+            x3 = x[None] if x.ndim == 2 else x
             want = [st * x.itemsize for st in strides]
-            ok = all(d <= 1 or got == w for d, got, w in zip(x3.shape, x3.strides, want))
+            ok = x3.shape == shape and (x3.size == 0 or all(
+                d <= 1 or got == w for d, got, w in zip(x3.shape, x3.strides, want)))
         if not ok:
-            raise ArgumentError(f"GEMM operand {what}: expected {s.dtype.text}{list(shape)} "
-                                f"with element strides {strides}, got "
+            raise ArgumentError(f"GEMM operand {what}: expected {self.spec.dtype.text}"
+                                f"{list(shape)} with element strides {strides}, got "
                                 f"{getattr(x, 'dtype', type(x))}{list(getattr(x, 'shape', []))}"
                                 f" strides {getattr(x, 'strides', None)}")
-        return x.ctypes.data
+        return x.ctypes.data  # type: ignore[no-any-return]
 
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None
                  ) -> np.ndarray:
         s = self.spec
-        pa = self._check(a, "A", (s.batch, s.m, s.k), s.a_strides)
-        pb = self._check(b, "B", (s.batch, s.k, s.n), s.b_strides)
+        pa, pb = self._check(a, "A"), self._check(b, "B")
         if c is None:
             if s.accumulate:
                 raise ArgumentError("an accumulating GEMM needs the output array c")
-            sc = s.c_strides
-            extent = 1 + sum((d - 1) * st for d, st in zip((s.batch, s.m, s.n), sc))
-            buf = np.empty(max(1, extent), dtype=s.dtype.dtype)
-            isz = buf.itemsize
-            c = np.lib.stride_tricks.as_strided(buf, (s.batch, s.m, s.n),
-                                                tuple(st * isz for st in sc))
+            if self._c_contiguous:
+                c = np.empty((s.batch, s.m, s.n), dtype=self._dtype)
+            else:
+                sc = s.c_strides
+                extent = 1 + sum((d - 1) * st for d, st in zip((s.batch, s.m, s.n), sc))
+                buf = np.empty(max(1, extent), dtype=self._dtype)
+                c = np.lib.stride_tricks.as_strided(
+                    buf, (s.batch, s.m, s.n), tuple(st * buf.itemsize for st in sc))
             if a.ndim == 2:
                 c = c[0]
-        pc = self._check(c, "C", (s.batch, s.m, s.n), s.c_strides)
+        pc = self._check(c, "C")
         self._entry(pa, pb, pc, self._scratch_ptr, self.nthreads)
         return c
 
 
 def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
                  ) -> CompiledGemm:
-    """JIT-compile `spec` (see `emit_gemm`) with a pthread entry running `nthreads` threads
-    (default: `recommended_threads` of every core this process may use). Returns a
-    `CompiledGemm` callable."""
+    """JIT-compile `spec` (see `emit_gemm`; machine code cached per spec) with a pthread entry
+    running `nthreads` threads (default: `recommended_threads` of every core this process may
+    use). Returns a `CompiledGemm` callable."""
     nt = nthreads or recommended_threads(spec, available_threads())
-    sym = lu.unique_symbol("xlc_gemm")
-    module = lu.new_module(sym)
-    emit_gemm(module, sym, spec)
-    kernel = module.globals[sym]
-    emit_threaded_entry(module, f"{sym}_mt", kernel, nptrs=4)
-    lu.compile_module(module, sym, opt_level)
+    key = (spec, opt_level)
+    with _cache_lock:
+        sym = _compiled.get(key)
+        if sym is None:
+            sym = lu.unique_symbol("xlc_gemm")
+            module = lu.new_module(sym)
+            emit_gemm(module, sym, spec)
+            emit_threaded_entry(module, f"{sym}_mt", module.globals[sym], nptrs=4)
+            lu.compile_module(module, sym, opt_level)
+            _compiled[key] = sym
     return CompiledGemm(spec, nt, sym, f"{sym}_mt")
+
+
+# machine code per (spec, opt level): the thread count is a run-time argument
+_compiled: dict[tuple[GemmSpec, int], str] = {}
+_cache_lock = threading.Lock()

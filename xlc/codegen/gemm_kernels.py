@@ -4,15 +4,18 @@ Everything here emits internal LLVM functions into an llvmlite module, specialis
 `Blocking` (register/cache block sizes, element type) and on the static element strides of the
 operands:
 
-* `emit_pack_a`: copies an `mc x kc` block of A into MR-row panels, `ap[p][kk][MR]`, rows past
-  `mc` zero-filled (so the microkernel never needs a row mask);
-* `emit_pack_b`: copies a `kc x nc` block of B into NR-column panels, `bp[p][kk][NR]`, columns
-  past `nc` zero-filled; row-major B is copied with full-width vector loads;
+* `emit_pack_a`: copies an `mc x kc` block of A into MR-row panels, `ap[p][kk][MR]`; row-major
+  A by in-register vw x vw transposes, column-major A by masked vector loads;
+* `emit_pack_b`: copies a `kc x nc` block of B into NR-column panels, `bp[p][kk][NR]`; row-major
+  B with full-width (masked at the edge) vector loads, B^T by in-register transposes. Padding
+  rows/columns of an edge panel hold zeros or copies of a real line: the microkernel computes
+  them but never stores their results, so it needs no masks in its k loop;
 * `emit_microkernel`: C[MR x NR] (+)= Ap-panel x Bp-panel, the C tile held in MR x NV vector
-  registers across the k loop (broadcast-A FMA pattern, `llvm.fma.v16f32` for f32); full tiles
-  with unit column stride are stored with vector stores, edge tiles go through a stack tile;
+  registers across the k loop (broadcast-A FMA pattern, `llvm.fma.v16f32` for f32), the C tile
+  prefetched first; full tiles with unit column stride are stored with vector stores, edge
+  tiles go through a stack tile;
 * `emit_simple_gemm`: a plain loop nest for tiny problems and matrix-vector products, where
-  packing costs more than it saves (the n == 1 case is a reassociating dot product loop).
+  packing costs more than it saves (dot-product or axpy form, chosen from the strides).
 
 All functions use arbitrary (static) element strides, so transposed operands need no copy
 beyond the packing that happens anyway.
@@ -30,6 +33,7 @@ from xlc.hlo.shape import PrimitiveType
 log = logging.getLogger("xlc.codegen")
 
 FAST = ("reassoc", "contract")
+SIMPLE_ROWS = 4  # C lines updated together by the plain axpy nest
 
 
 def i64(v: int) -> ir.Constant:
@@ -111,86 +115,124 @@ def _store(b: ir.IRBuilder, v: ir.Value, base: ir.Value, off: ir.Value | int,
 
 
 # ---- packing -------------------------------------------------------------------------------
-def emit_pack_b(module: ir.Module, name: str, bl: Blocking, bk: int, bn: int) -> ir.Function:
+# Padding rows/columns of the last panel (past mc or nc) hold copies of the last real one or
+# zeros: the microkernel computes them but never stores their results.
+def emit_pack_b(module: ir.Module, name: str, bl: Blocking, bk: int, bn: int, min_kc: int
+                ) -> ir.Function:
     """`void name(ptr b, ptr bp, i64 kc, i64 nc)`: pack B[0:kc, 0:nc] (element strides bk, bn
-    from `b`) into `bp[p][kk][nr]` panels, zero-filling columns >= nc in the last panel.
+    from `b`) into `bp[p][kk][nr]` panels of nr columns.
 
-    Requires 1 <= kc <= bl.kc, 1 <= nc, bp 64-byte aligned and large enough."""
+    Requires min_kc <= kc <= bl.kc, 1 <= nc, bp 64-byte aligned with room for
+    ceil(nc / nr) panels. Row-major B is copied with full-width (masked at the edge) vector
+    loads; B^T (bk == 1) by in-register vw x vw transposes when min_kc >= vw."""
     fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
     src, dst, kc, nc = fn.args
-    ety, nr, esz = bl.ety, bl.nr, bl.pt.byte_size
-    full = b.sdiv(nc, i64(nr))
-    with lu.for_range(b, full, name="p") as p:
+    ety, nr, esz, vw = bl.ety, bl.nr, bl.pt.byte_size, bl.vw
+    panels = b.sdiv(b.add(nc, i64(nr - 1)), i64(nr))
+    with lu.for_range(b, panels, name="p") as p:
         s = gep(b, src, b.mul(p, i64(nr * bn)), ety)
         d = gep(b, dst, b.mul(b.mul(p, kc), i64(nr)), ety)
+        cols = smin(b, i64(nr), b.sub(nc, b.mul(p, i64(nr))))
         if bn == 1:
-            with lu.for_range(b, kc, name="kk") as kk:
-                so, do = b.mul(kk, i64(bk)), b.mul(kk, i64(nr))
-                for v in range(bl.nv):
-                    x = _load(b, s, b.add(so, i64(v * bl.vw)), bl.vty, esz)
-                    _store(b, x, d, b.add(do, i64(v * bl.vw)), 64)
-        elif bk == 1:
-            with lu.for_range(b, i64(nr), name="jj") as jj, lu.for_range(b, kc, name="kk") as kk:
-                x = _load(b, s, b.add(kk, b.mul(jj, i64(bn))), ety, esz)
-                _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
+            with b.if_else(b.icmp_signed("==", cols, i64(nr)), likely=True) as (whole, edge):
+                with whole:
+                    _copy_vectors(b, s, d, kc, bl, bk, None)
+                with edge:
+                    _copy_vectors(b, s, d, kc, bl, bk, cols)
+        elif bk == 1 and min_kc >= vw:
+            _transposed_panel(b, s, d, kc, nr, b.sub(cols, i64(1)), bn, bl)
         else:
+            last = b.sub(cols, i64(1))
             with lu.for_range(b, kc, name="kk") as kk, lu.for_range(b, i64(nr), name="jj") as jj:
-                x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(jj, i64(bn))), ety, esz)
+                col = smin(b, jj, last)
+                x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(col, i64(bn))), ety, esz)
                 _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
-    rem = b.sub(nc, b.mul(full, i64(nr)))
-    with b.if_then(b.icmp_signed(">", rem, i64(0)), likely=False):
-        s = gep(b, src, b.mul(full, i64(nr * bn)), ety)
-        d = gep(b, dst, b.mul(b.mul(full, kc), i64(nr)), ety)
-        last = b.sub(rem, i64(1))
-        with lu.for_range(b, kc, name="tk") as kk, lu.for_range(b, i64(nr), name="tj") as jj:
-            col = smin(b, jj, last)
-            x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(col, i64(bn))), ety, esz)
-            x = b.select(b.icmp_signed("<", jj, rem), x, lu.const(ety, 0))
-            _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
     b.ret_void()
     return fn
 
 
-def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int) -> ir.Function:
-    """`void name(ptr a, ptr ap, i64 mc, i64 kc)`: pack A[0:mc, 0:kc] (element strides am, ak
-    from `a`) into `ap[p][kk][mr]` panels, zero-filling rows >= mc in the last panel.
+def _copy_vectors(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, bl: Blocking,
+                  bk: int, cols: ir.Value | None) -> None:
+    """Row-major B panel: d[kk][0:nr] = s[kk * bk + 0:nr], only `cols` columns read (masked
+    loads, zeros elsewhere) unless cols is None."""
+    esz = bl.pt.byte_size
+    masks = []
+    if cols is not None:
+        limit = lu.splat(b, cols, bl.vw)
+        for v in range(bl.nv):
+            lanes = ir.Constant(ir.VectorType(lu.I64, bl.vw), [v * bl.vw + j for j in range(bl.vw)])
+            masks.append(b.icmp_signed("<", lanes, limit))
+    zero = lu.const(bl.vty, 0)
+    with lu.for_range(b, kc, name="kk") as kk:
+        so, do = b.mul(kk, i64(bk)), b.mul(kk, i64(bl.nr))
+        for v in range(bl.nv):
+            ptr = gep(b, s, b.add(so, i64(v * bl.vw)), bl.ety)
+            if cols is None:
+                x = b.load(ptr, typ=bl.vty, align=esz)
+            else:
+                x = lu.intrinsic(b, "llvm.masked.load", [ptr, ir.Constant(lu.I32, esz),
+                                                         masks[v], zero],
+                                 ret=bl.vty, overloads=[bl.vty, lu.PTR])
+            _store(b, x, d, b.add(do, i64(v * bl.vw)), 64)
 
-    Requires 1 <= mc, 1 <= kc, ap large enough for ceil(mc / mr) panels."""
+
+def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int, min_kc: int
+                ) -> ir.Function:
+    """`void name(ptr a, ptr ap, i64 mc, i64 kc)`: pack A[0:mc, 0:kc] (element strides am, ak
+    from `a`) into `ap[p][kk][mr]` panels of mr rows.
+
+    Requires 1 <= mc, min_kc <= kc, ap with room for ceil(mc / mr) panels plus vw elements
+    (the transposing path's last store spills up to vw - 1 elements past a panel). Row-major A
+    (ak == 1) is transposed in registers when min_kc >= vw; column-major A is copied with
+    masked full-width vector loads."""
     fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
     src, dst, mc, kc = fn.args
-    ety, mr, esz = bl.ety, bl.mr, bl.pt.byte_size
-    full = b.sdiv(mc, i64(mr))
-    with lu.for_range(b, full, name="p") as p:
+    ety, mr = bl.ety, bl.mr
+    panels = b.sdiv(b.add(mc, i64(mr - 1)), i64(mr))
+    with lu.for_range(b, panels, name="p") as p:
         s = gep(b, src, b.mul(p, i64(mr * am)), ety)
         d = gep(b, dst, b.mul(b.mul(p, kc), i64(mr)), ety)
-        k_start: ir.Value | int = 0
-        if ak == 1 and am != 1:  # row-major A: transpose vw x vw blocks in registers
-            k_start = b.mul(b.sdiv(kc, i64(bl.vw)), i64(bl.vw))
-            with lu.for_range(b, k_start, step=bl.vw, name="kv") as kv:
-                _pack_a_transposed(b, s, d, kv, bl, am)
-        with lu.for_range(b, kc, start=k_start, name="kk") as kk:
-            so, do = b.mul(kk, i64(ak)), b.mul(kk, i64(mr))
-            if am == 1:
-                x = _load(b, s, so, ir.VectorType(ety, mr), esz)
-                _store(b, x, d, do, esz)
-            else:
-                for ii in range(mr):
-                    x = _load(b, s, b.add(so, i64(ii * am)), ety, esz)
-                    _store(b, x, d, b.add(do, i64(ii)), esz)
-    rem = b.sub(mc, b.mul(full, i64(mr)))
-    with b.if_then(b.icmp_signed(">", rem, i64(0)), likely=False):
-        s = gep(b, src, b.mul(full, i64(mr * am)), ety)
-        d = gep(b, dst, b.mul(b.mul(full, kc), i64(mr)), ety)
-        last = b.sub(rem, i64(1))
-        with lu.for_range(b, kc, name="tk") as kk:
-            so, do = b.mul(kk, i64(ak)), b.mul(kk, i64(mr))
-            for ii in range(mr):
-                row = smin(b, i64(ii), last)
-                x = _load(b, s, b.add(so, b.mul(row, i64(am))), ety, esz)
-                x = b.select(b.icmp_signed("<", i64(ii), rem), x, lu.const(ety, 0))
-                _store(b, x, d, b.add(do, i64(ii)), esz)
+        rows = smin(b, i64(mr), b.sub(mc, b.mul(p, i64(mr))))
+        if ak == 1 and am != 1 and min_kc >= bl.vw:
+            _transposed_panel(b, s, d, kc, mr, b.sub(rows, i64(1)), am, bl)
+        elif am == 1:  # column-major A: each k column of the panel is contiguous
+            _copy_columns_masked(b, s, d, rows, kc, bl, ak)
+        else:
+            _copy_rows(b, s, d, rows, kc, bl, am, ak)
     b.ret_void()
     return fn
+
+
+def _copy_columns_masked(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Value,
+                         kc: ir.Value, bl: Blocking, ak: int) -> None:
+    """Column-major A panel: d[kk * mr + ii] = s[kk * ak + ii] for ii < rows (zeros up to a
+    multiple of vw), by masked full-width loads and full-width stores in ascending order (a
+    store spills past its column into slots rewritten next; the scratch has slack)."""
+    vw, esz = bl.vw, bl.pt.byte_size
+    limit = lu.splat(b, rows, vw)
+    groups = -(-bl.mr // vw)
+    masks = [b.icmp_signed("<", ir.Constant(ir.VectorType(lu.I64, vw),
+                                            [g * vw + j for j in range(vw)]), limit)
+             for g in range(groups)]
+    zero = lu.const(bl.vty, 0)
+    with lu.for_range(b, kc, name="kk") as kk:
+        for g in range(groups):
+            ptr = gep(b, s, b.add(b.mul(kk, i64(ak)), i64(g * vw)), bl.ety)
+            x = lu.intrinsic(b, "llvm.masked.load", [ptr, ir.Constant(lu.I32, esz), masks[g],
+                                                     zero], ret=bl.vty,
+                             overloads=[bl.vty, lu.PTR])
+            _store(b, x, d, b.add(b.mul(kk, i64(bl.mr)), i64(g * vw)), esz)
+
+
+def _copy_rows(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Value, kc: ir.Value,
+               bl: Blocking, am: int, ak: int) -> None:
+    """Plain packing loop: d[kk * mr + ii] = s[min(ii, rows - 1) * am + kk * ak]."""
+    esz = bl.pt.byte_size
+    last = b.sub(rows, i64(1))
+    with lu.for_range(b, kc, name="ck") as kk, lu.for_range(b, i64(bl.mr), name="ci") as ii:
+        row = smin(b, ii, last)
+        x = _load(b, s, b.add(b.mul(row, i64(am)), b.mul(kk, i64(ak))), bl.ety, esz)
+        _store(b, x, d, b.add(b.mul(kk, i64(bl.mr)), ii), esz)
 
 
 def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -214,23 +256,34 @@ def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     return x
 
 
-def _pack_a_transposed(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kv: ir.Value,
-                       bl: Blocking, am: int) -> None:
-    """Pack columns kv .. kv+vw-1 of one full mr-row panel of row-major A: per group of vw rows
-    (the last group padded by repeating the last row) load vw x vw, transpose, and store the
-    columns in ascending address order with full-width stores. A store's padding lanes spill
-    at most vw - 1 elements into the next column's slot, which the next store overwrites (the
-    last spill lands past the panel: the scratch has slack for it)."""
-    vw, mr, ety = bl.vw, bl.mr, bl.ety
-    groups = []
-    for g in range(-(-mr // vw)):
-        rows = [min(g * vw + l, mr - 1) for l in range(vw)]
-        vecs = [_load(b, s, b.add(kv, i64(r * am)), bl.vty, bl.pt.byte_size) for r in rows]
-        groups.append(_transpose(b, vecs))
-    base = b.mul(kv, i64(mr))
-    for kk in range(vw):
-        for g, cols in enumerate(groups):
-            _store(b, cols[kk], d, b.add(base, i64(kk * mr + g * vw)), bl.pt.byte_size)
+def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, lines: int,
+                      last: ir.Value, stride: int, bl: Blocking) -> None:
+    """Pack one panel whose `lines` source lines (A rows / B columns) are contiguous along k:
+    d[kk * lines + l] = s[min(l, last) * stride + kk] for kk < kc (requires kc >= vw).
+
+    Per vw columns: load vw x vw blocks (groups of vw lines, the last group padded by
+    repeating a line), transpose them in registers and store each column with full-width
+    stores in ascending address order. When lines % vw != 0 a store spills up to vw - 1
+    elements into the next column's slot, which the next store overwrites (the panel's last
+    spill lands past it). kc % vw != 0 is covered by one more block at kc - vw, which rewrites
+    some columns with the same values."""
+    vw, esz = bl.vw, bl.pt.byte_size
+    offs = [b.mul(smin(b, i64(l), last), i64(stride)) for l in range(-(-lines // vw) * vw)]
+    align = 64 if lines % vw == 0 else esz
+
+    def block(kv: ir.Value) -> None:
+        groups = [_transpose(b, [_load(b, s, b.add(kv, offs[g * vw + j]), bl.vty, esz)
+                                 for j in range(vw)]) for g in range(-(-lines // vw))]
+        base = b.mul(kv, i64(lines))
+        for kk in range(vw):
+            for g, cols in enumerate(groups):
+                _store(b, cols[kk], d, b.add(base, i64(kk * lines + g * vw)), align)
+
+    k_vec = b.mul(b.sdiv(kc, i64(vw)), i64(vw))
+    with lu.for_range(b, k_vec, step=vw, name="kv") as kv:
+        block(kv)
+    with b.if_then(b.icmp_signed("!=", k_vec, kc), likely=False):
+        block(b.sub(kc, i64(vw)))
 
 
 # ---- microkernel ---------------------------------------------------------------------------
@@ -378,28 +431,37 @@ def emit_simple_gemm(module: ir.Module, name: str, pt: PrimitiveType, m: int, n:
             _store(b, r, cp, off, esz)
         b.ret_void()
         return fn
-    # axpy forms: `outer` is the C dim not vectorised, `inner` the contiguous one
+    # axpy forms: `outer` is the C dim not vectorised, `inner` the contiguous one; `rows`
+    # C lines at a time give independent FMA chains (one line alone is FMA-latency bound)
     if form == "axpy_n":
-        outer, inner, so_a, so_c, si_b, si_c = m, n, am, cm, bn, cn
+        outer, inner, so_a, so_c, si_b, si_c, sk_x, xbase, lbase, sk_l = (
+            m, n, am, cm, bn, cn, ak, ap, bp, bk)
     else:
-        outer, inner, so_a, so_c, si_b, si_c = n, m, bn, cn, am, cm
-    with lu.for_range(b, i64(outer), name="o") as o:
-        cline = gep(b, cp, b.mul(o, i64(so_c)), ety)
+        outer, inner, so_a, so_c, si_b, si_c, sk_x, xbase, lbase, sk_l = (
+            n, m, bn, cn, am, cm, bk, bp, ap, ak)
+
+    def lines(o: ir.Value, rows: int) -> None:
+        clines = [gep(b, cp, b.mul(b.add(o, i64(r)), i64(so_c)), ety) for r in range(rows)]
         if not accumulate:
             with lu.for_range(b, i64(inner), name="z") as j:
-                _store(b, zero, cline, b.mul(j, i64(si_c)), esz)
+                for cl in clines:
+                    _store(b, zero, cl, b.mul(j, i64(si_c)), esz)
         with lu.for_range(b, i64(k), name="k") as kk:
-            if form == "axpy_n":  # x = A[o, kk]; C[o, :] += x * B[kk, :]
-                x = ld(ap, o, so_a, kk, ak)
-                line = gep(b, bp, b.mul(kk, i64(bk)), ety)
-            else:  # x = B[kk, o]; C[:, o] += A[:, kk] * x
-                x = ld(bp, o, so_a, kk, bk)
-                line = gep(b, ap, b.mul(kk, i64(ak)), ety)
+            xs = [ld(xbase, b.add(o, i64(r)), so_a, kk, sk_x) for r in range(rows)]
+            line = gep(b, lbase, b.mul(kk, i64(sk_l)), ety)
             with lu.for_range(b, i64(inner), name="j") as j:
                 co = b.mul(j, i64(si_c))
                 y = _load(b, line, b.mul(j, i64(si_b)), ety, esz)
-                s = b.fadd(_load(b, cline, co, ety, esz), b.fmul(x, y, flags=("contract",)),
-                           flags=("contract",))
-                _store(b, s, cline, co, esz)
+                for x, cl in zip(xs, clines):
+                    acc = _load(b, cl, co, ety, esz)
+                    s = b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=("contract",))
+                    _store(b, s, cl, co, esz)
+
+    rows = SIMPLE_ROWS if outer >= SIMPLE_ROWS else 1
+    with lu.for_range(b, i64(outer // rows * rows), step=rows, name="o") as o:
+        lines(o, rows)
+    if outer % rows:
+        with lu.for_range(b, i64(outer), start=i64(outer // rows * rows), name="or") as o:
+            lines(o, 1)
     b.ret_void()
     return fn

@@ -5,8 +5,9 @@ that starts `nthreads - 1` pthreads running `kernel(p0, ..., t, nthreads)` for t
 nthreads-1, runs t = 0 on the calling thread, then joins them. A thread that cannot be created
 has its share run inline afterwards, so the result never depends on thread creation. nthreads is
 clamped to [1, MAX_THREADS]. ctypes releases the GIL around the call, so the threads really run
-in parallel. (Measured on the 2-core Zen 5 box: starting and joining one pthread costs ~20-40 us,
-far below the time of a GEMM large enough to be split.)
+in parallel. (Measured on the shared 2-vCPU test VM: a pthread start + join costs ~20-40 us, vs
+~60-130 us for two Python threads calling through ctypes; far below the time of a GEMM large
+enough to be split.)
 """
 from __future__ import annotations
 

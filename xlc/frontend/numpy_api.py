@@ -255,14 +255,27 @@ divide = true_divide
 def floor_divide(x: Any, y: Any) -> Tracer:
     """x // y rounding toward -inf (numpy semantics, also for negative integers)."""
     a, b = _broadcast_all("floor_divide", promote(x, y))
-    if a.ptype.is_float:
-        return floor(_binary(Opcode.DIVIDE, "floor_divide", a, b))
     q = _binary(Opcode.DIVIDE, "floor_divide", a, b)
+    if a.ptype.is_float:
+        return _float_floor_divide(a, b, q)
     if a.ptype.is_unsigned_int or a.ptype is PT.PRED:
         return q
     r = _binary(Opcode.REMAINDER, "floor_divide", a, b)
     fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(b, 0)))
     return where(fix, subtract(q, 1), q)
+
+
+def _float_floor_divide(a: Tracer, b: Tracer, q: Tracer) -> Tracer:
+    """numpy's float floor division (npy_divmod): exact for tiny quotients where floor(a / b)
+    would round the quotient to zero first (1e-45 // -2 is -1, not -0)."""
+    mod = _binary(Opcode.REMAINDER, "floor_divide", a, b)
+    div = divide(subtract(a, mod), b)
+    fix = logical_and(not_equal(mod, 0), not_equal(less(mod, 0), less(b, 0)))
+    div = where(fix, subtract(div, 1), div)
+    fl = floor(div)
+    fl = where(greater(subtract(div, fl), 0.5), add(fl, 1), fl)
+    fl = where(equal(div, 0), multiply(q, 0), fl)  # a zero with the sign of a / b
+    return where(equal(b, 0), q, fl)
 
 
 @eager_ok

@@ -13,18 +13,25 @@ in-place op on a fused parameter, `output_to_operand_aliasing`) and the module's
 `input_output_alias` pairs.
 
 `can_share_operand_buffer` answers XLA's CanShareOperandBufferWithUser: may a user's output
-*optionally* reuse the buffer of a dying operand.
+*optionally* reuse the buffer of a dying operand (it and the in-place rules live in
+`alias_rules.py`; this module re-exports them).
 """
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import EMBEDDED_CALLERS, Opcode
 from xlc.hlo.shape import POINTER_SIZE, Shape, ShapeIndex
+from xlc.passes.alias_rules import (  # re-exported: the module's historical API
+    InPlacePair,
+    can_share_operand_buffer,
+    in_place_pairs,
+    value_readers,
+    value_source,
+)
 
 log = logging.getLogger("xlc.passes.dataflow")
 
@@ -129,210 +136,12 @@ def call_sites(module: HloModule) -> dict[HloComputation, list[HloInstruction]]:
     return out
 
 
-# ---- in-place pairs -------------------------------------------------------------------------
-InPlacePair = tuple[int, ShapeIndex, ShapeIndex]  # (operand number, operand index, output index)
 
-_OUTPUT_ALIAS_RE = re.compile(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}")
-
-
-def _parse_index(text: str) -> ShapeIndex:
-    return tuple(int(t) for t in text.replace(" ", "").split(",") if t)
-
-
-def _declared_aliasing(inst: HloInstruction) -> list[InPlacePair]:
-    raw = inst.get_extra("output_to_operand_aliasing")
-    if not raw:
-        return []
-    return [(int(m.group(2)), _parse_index(m.group(3)), _parse_index(m.group(1)))
-            for m in _OUTPUT_ALIAS_RE.finditer(raw)]
-
-
-def _skip_bitcasts(inst: HloInstruction) -> HloInstruction:
-    while inst.opcode is Opcode.BITCAST:
-        inst = inst.operands[0]
-    return inst
-
-
-def _fused_in_place_param(producer: HloInstruction) -> int | None:
-    """If `producer` (inside a fused computation) is an in-place op whose in-place operand
-    traces back through in-place ops and bitcasts to a fused parameter, that parameter's
-    number."""
-    producer = _skip_bitcasts(producer)
-    if producer.opcode not in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
-        return None
-    src = producer.operands[0]
-    while True:
-        src = _skip_bitcasts(src)
-        if src.opcode is Opcode.PARAMETER:
-            return src.parameter_number
-        if src.opcode in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
-            src = src.operands[0]
-            continue
-        return None
-
-
-def _in_place_dus(inst: HloInstruction) -> list[InPlacePair]:
-    return [(0, (), ())]
-
-
-def _in_place_scatter(inst: HloInstruction) -> list[InPlacePair]:
-    n = (inst.operand_count - 1) // 2
-    if inst.shape.is_tuple:
-        return [(i, (), (i,)) for i in range(n)]
-    return [(0, (), ())]
-
-
-def _in_place_fusion(inst: HloInstruction) -> list[InPlacePair]:
-    pairs = _declared_aliasing(inst)
-    if pairs:
-        return pairs
-    root = inst.fused_computation.root
-    assert root is not None
-    outs: list[tuple[ShapeIndex, HloInstruction]]
-    if root.opcode is Opcode.TUPLE:
-        outs = [((i,), op) for i, op in enumerate(root.operands)]
-    else:
-        outs = [((), root)]
-    for out_index, producer in outs:
-        p = _fused_in_place_param(producer)
-        if p is not None:
-            pairs.append((p, (), out_index))
-    return pairs
-
-
-_IN_PLACE: dict[Opcode, Callable[[HloInstruction], list[InPlacePair]]] = {
-    Opcode.DYNAMIC_UPDATE_SLICE: _in_place_dus,
-    Opcode.SCATTER: _in_place_scatter,
-    Opcode.FUSION: _in_place_fusion,
-    Opcode.CUSTOM_CALL: _declared_aliasing,
-}
-
-
-def in_place_pairs(inst: HloInstruction) -> list[InPlacePair]:
-    """XLA's GetInPlaceInputOutputPairs: (operand number, operand index, output index) whose
-    buffers must be the same (the op updates that operand in place)."""
-    fn = _IN_PLACE.get(inst.opcode)
-    return fn(inst) if fn is not None else []
-
-
-# ---- local value tracking ------------------------------------------------------------------
-def value_source(inst: HloInstruction, index: ShapeIndex = ()) -> tuple[HloInstruction,
-                                                                         ShapeIndex]:
-    """Walk back through get-tuple-element / tuple / bitcast to the instruction (and index)
-    that produces the value `inst` holds at `index`."""
-    while True:
-        if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-            index = (inst.tuple_index,) + index
-            inst = inst.operands[0]
-        elif inst.opcode is Opcode.TUPLE and index:
-            inst, index = inst.operands[index[0]], index[1:]
-        elif inst.opcode is Opcode.BITCAST and not index:
-            inst = inst.operands[0]
-        elif inst.opcode is Opcode.COPY and index:
-            inst = inst.operands[0]
-        else:
-            return inst, index
-
-
-def value_readers(source: HloInstruction, index: ShapeIndex
-                  ) -> tuple[list[HloInstruction], list[ShapeIndex]]:
-    """Instructions of the source's computation that read the value (`source`, `index`), one
-    entry per read, following forwarding ops; and the root indices where the value ends up."""
-    readers: list[HloInstruction] = []
-    at_root: list[ShapeIndex] = []
-    work = [(source, index)]
-    while work:
-        inst, idx = work.pop()
-        if inst.is_root:
-            at_root.append(idx)
-        for user in inst.users:
-            for k, op in enumerate(user.operands):
-                if op is not inst:
-                    continue
-                if user.opcode is Opcode.TUPLE:
-                    work.append((user, (k,) + idx))
-                elif user.opcode is Opcode.GET_TUPLE_ELEMENT:
-                    if idx[:1] == (user.tuple_index,):
-                        work.append((user, idx[1:]))
-                elif user.opcode is Opcode.BITCAST and not idx:
-                    work.append((user, ()))
-                elif user.opcode is Opcode.COPY and idx:
-                    work.append((user, idx))
-                else:
-                    readers.append(user)
-    return readers, at_root
-
-
-# ---- may-share ----------------------------------------------------------------------------
-def _transitive_uses_elementwise(param: HloInstruction) -> bool:
-    work, seen = [param], {id(param)}
-    while work:
-        inst = work.pop()
-        for user in inst.users:
-            if not (user.opcode.is_elementwise or user.opcode is Opcode.TUPLE):
-                return False
-            if user.opcode.is_elementwise and user.shape.dims != param.shape.dims:
-                return False
-            if id(user) not in seen:
-                seen.add(id(user))
-                work.append(user)
-    return True
-
-
-def _share_fusion(operand: HloInstruction, user: HloInstruction, slots: list[int]) -> bool:
-    kind = user.attrs.get("kind", "kLoop")
-    fused = user.fused_computation
-    if kind in ("kLoop", "kInput"):
-        return all(_transitive_uses_elementwise(fused.parameter(k)) for k in slots)
-    if kind == "kOutput":
-        root = fused.root
-        assert root is not None
-        if root.opcode is not Opcode.ADD:
-            return False
-        a, b = root.operands
-        for dot, other in ((a, b), (b, a)):
-            if dot.opcode in (Opcode.DOT, Opcode.CONVOLUTION) and other.opcode is Opcode.PARAMETER:
-                if other.parameter_number in slots and other.users == [root]:
-                    return len(slots) == 1
-    return False
-
-
-def _share_sort(operand: HloInstruction, user: HloInstruction, slots: list[int],
-                user_index: ShapeIndex) -> bool:
-    if len(slots) != 1:
-        return False
-    want = (slots[0],) if user.shape.is_tuple else ()
-    return user_index == want
-
-
-def can_share_operand_buffer(operand: HloInstruction, user: HloInstruction,
-                             operand_index: ShapeIndex = (), user_index: ShapeIndex = ()) -> bool:
-    """XLA's CanShareOperandBufferWithUser: may `user`'s output at `user_index` reuse the
-    buffer of `operand` at `operand_index` once that is dead? Requires `operand` to be an
-    operand of `user`. Never for constants; the subshapes (with layout) must be equal; true for
-    in-place pairs, loop/input fusions using the operand only elementwise, output fusions
-    `add(dot, X)` for X, while/conditional, sort's matching element, and elementwise users."""
-    if operand.opcode is Opcode.CONSTANT:
-        return False
-    slots = [k for k, o in enumerate(user.operands) if o is operand]
-    if not slots:
-        return False
-    a = operand.shape.subshape(operand_index)
-    b = user.shape.subshape(user_index)
-    if a != b or a.byte_size() != b.byte_size():
-        return False
-    pairs = in_place_pairs(user)
-    if any(k in slots and oi == operand_index and ui == user_index for k, oi, ui in pairs):
-        return True
-    if user.opcode in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
-        return False
-    if user.opcode is Opcode.FUSION:
-        return _share_fusion(operand, user, slots)
-    if user.opcode in (Opcode.WHILE, Opcode.CONDITIONAL):
-        return True
-    if user.opcode is Opcode.SORT:
-        return _share_sort(operand, user, slots, user_index)
-    return user.opcode.is_elementwise and not a.is_tuple
+__all__ = [
+    "AliasSet", "BufferUse", "DataflowAnalysis", "InPlacePair", "LogicalBuffer", "call_sites",
+    "can_share_operand_buffer", "computation_kinds", "in_place_pairs", "value_readers",
+    "value_source",
+]
 
 
 # ---- the analysis ---------------------------------------------------------------------------
@@ -381,6 +190,8 @@ class DataflowAnalysis:
         self.alias_sets: list[AliasSet] = []
         self._set_of: dict[LogicalBuffer, AliasSet] = {}
         self._build_alias_sets()
+        self.tables_without_storage: set[LogicalBuffer] = set()
+        self._drop_unread_index_tables()
 
     # ---- definition ------------------------------------------------------------------------
     def _defined_indices(self, inst: HloInstruction) -> list[ShapeIndex]:
@@ -530,6 +341,30 @@ class DataflowAnalysis:
                 self.alias_sets.append(groups[root])
             groups[root].buffers.append(b)
             self._set_of[b] = groups[root]
+
+    def _drop_unread_index_tables(self) -> None:
+        """Give size 0 to the index table of every tuple value that nothing reads as a table.
+
+        Contract (emitters must honour it): the top-level index table of a tuple-shaped value
+        defined by a non-parameter, non-root instruction of the entry or a control-flow
+        computation, whose users are all get-tuple-element, that is not live-out and never
+        flows anywhere else (not into a tuple, call, while or conditional: its only position
+        is its defining instruction) gets NO storage; an emitter must never write it (GTE of
+        such a value resolves statically to the element's own slice). The set is
+        `tables_without_storage`."""
+        for b in self.buffers:
+            inst = b.instruction
+            if b.index != () or not b.shape.is_tuple or inst.opcode is Opcode.PARAMETER:
+                continue
+            if self.kinds.get(b.computation) not in (ENTRY, CONTROL) or inst.is_root:
+                continue
+            if b in self.live_out or len(self._set_of[b].buffers) != 1:
+                continue
+            if self._positions[b] != [(inst, ())]:
+                continue
+            if all(u.opcode is Opcode.GET_TUPLE_ELEMENT for u in inst.users):
+                b.size = 0
+                self.tables_without_storage.add(b)
 
     # ---- queries -----------------------------------------------------------------------------
     def points_to(self, inst: HloInstruction) -> PointsTo:

@@ -81,18 +81,23 @@ class InstructionFusion:
     fusion; `allow_duplication=False` never clones a producer that has other users;
     `fuse_reduce_window=True` lets reduce-window root kInput fusions (off by default: only the
     CPU backend has an emitter for them today); `fuse_dynamic_update_slice=False` keeps
-    dynamic-update-slices unfused. `run(module) -> bool` reports whether anything fused."""
+    dynamic-update-slices unfused; `fuse_gather=True` fuses gathers like loop-fusible producers
+    and lets them root kLoop fusions (XLA CPU/GPU do; off by default: a backend needs an
+    elemental gather emitter - contract: a fused `gather` computes output element i from the
+    start indices it reads at i, like the unfused op). `run(module) -> bool` reports whether
+    anything fused."""
 
     name = "fusion"
 
     def __init__(self, max_fusion_operands: int = 64, max_fusion_instructions: int = 256,
                  allow_duplication: bool = True, fuse_reduce_window: bool = False,
-                 fuse_dynamic_update_slice: bool = True):
+                 fuse_dynamic_update_slice: bool = True, fuse_gather: bool = False):
         self.max_fusion_operands = max_fusion_operands
         self.max_fusion_instructions = max_fusion_instructions
         self.allow_duplication = allow_duplication
         self.fuse_reduce_window = fuse_reduce_window
         self.fuse_dynamic_update_slice = fuse_dynamic_update_slice
+        self.fuse_gather = fuse_gather
         # Per-computation state while `run` fuses one computation.
         self._control_successors: set[int] | None = None
         self._producer_ok: dict[int, bool] | None = None
@@ -101,7 +106,7 @@ class InstructionFusion:
     def consumer_kind(self, consumer: HloInstruction) -> str | None:
         """The fusion kind `consumer` roots, or None when it cannot absorb producers."""
         return consumer_fusion_kind(consumer, self.fuse_reduce_window,
-                                    self.fuse_dynamic_update_slice)
+                                    self.fuse_dynamic_update_slice, self.fuse_gather)
 
     def fusion_legality_error(self, producer: HloInstruction,
                               consumer: HloInstruction) -> str | None:
@@ -127,10 +132,10 @@ class InstructionFusion:
     def _fusible_producer(self, producer: HloInstruction) -> bool:
         """`is_loop_fusible_producer`, memoized while a computation is being fused."""
         if self._producer_ok is None:
-            return is_loop_fusible_producer(producer)
+            return is_loop_fusible_producer(producer, fuse_gather=self.fuse_gather)
         ok = self._producer_ok.get(producer.uid)
         if ok is None:
-            ok = is_loop_fusible_producer(producer, self._control_successors)
+            ok = is_loop_fusible_producer(producer, self._control_successors, self.fuse_gather)
             self._producer_ok[producer.uid] = ok
         return ok
 

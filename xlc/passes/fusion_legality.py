@@ -105,17 +105,21 @@ def has_control_edges(inst: HloInstruction, control_successors: set[int] | None 
 
 
 def is_loop_fusible_producer(inst: HloInstruction,
-                             control_successors: set[int] | None = None) -> bool:
+                             control_successors: set[int] | None = None,
+                             fuse_gather: bool = False) -> bool:
     """May `inst` be cloned into a loop or input fusion as a producer?
 
     Requires nothing; guarantees False for tuples, tokens, side effects, expensive non-elementwise
-    ops (dot, gather, reduce, ...), fusions, non-scalar constants and control-dependent
-    instructions. `control_successors` as for `has_control_edges`."""
+    ops (dot, reduce, ...), gathers unless `fuse_gather` (a backend needs an elemental gather
+    emitter), fusions, non-scalar constants and control-dependent instructions.
+    `control_successors` as for `has_control_edges`."""
     op = inst.opcode
     if not inst.shape.is_array or op.has_side_effect:
         return False
     if op.is_elementwise:
         ok = len(inst.operands) >= 1
+    elif op is Opcode.GATHER:
+        ok = fuse_gather
     else:
         rule = _PRODUCER_RULES.get(op)
         ok = rule is not None and rule(inst)
@@ -123,11 +127,13 @@ def is_loop_fusible_producer(inst: HloInstruction,
 
 
 def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = False,
-                         fuse_dynamic_update_slice: bool = True) -> str | None:
+                         fuse_dynamic_update_slice: bool = True,
+                         fuse_gather: bool = False) -> str | None:
     """The fusion kind `inst` would root when producers are fused into it ("kLoop" or "kInput"),
     or None when it cannot absorb producers. A fusion answers its own kind when it is a loop or
     input fusion (so producers can be merged into it). Reduce-window roots only with
-    `fuse_reduce_window` (a backend needs a reduce-window input-fusion emitter)."""
+    `fuse_reduce_window` (a backend needs a reduce-window input-fusion emitter); a gather roots
+    a kLoop fusion only with `fuse_gather`."""
     op = inst.opcode
     if op is Opcode.FUSION:
         kind = inst.attrs.get("kind")
@@ -138,6 +144,8 @@ def consumer_fusion_kind(inst: HloInstruction, fuse_reduce_window: bool = False,
         return None
     if op is Opcode.DYNAMIC_UPDATE_SLICE and not fuse_dynamic_update_slice:
         return None
+    if op is Opcode.GATHER:
+        return LOOP if fuse_gather and inst.shape.is_array else None
     entry = _CONSUMER_KINDS.get(op)
     if entry is not None:
         kind, rule = entry

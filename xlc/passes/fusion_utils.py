@@ -7,6 +7,8 @@
   `get-tuple-element`.
 - `merge_sibling_fusions(a, b)`: fold fusion `b` into fusion `a` (outputs concatenated, shared
   operands read once).
+- `absorb_fusion_operand(fusion, producer)`: clone a fusion producer (multi-output ones too,
+  read through get-tuple-element) into its only consumer fusion (row fusion).
 - `fusion_counts(module)`: fusions per kind, for reports.
 
 Guarantees after each call: fused parameters are numbered in the fusion's operand order, operands
@@ -281,6 +283,41 @@ def fuse_producer(fusion: HloInstruction, producer: HloInstruction,
         first = _append_outputs(fusion, [value])
         _redirect_to_outputs(producer, fusion, first)
     set_fusion_kind(fusion)
+    if not producer.users and not producer.is_root:
+        _remove_dead(producer)
+    if finalize:
+        finalize_fusion(fusion)
+
+
+def absorb_fusion_operand(fusion: HloInstruction, producer: HloInstruction,
+                          finalize: bool = True) -> None:
+    """Clone fusion `producer`'s body into `fusion` in place of every fused parameter that
+    reads `producer` (array-shaped) or a get-tuple-element of it (multi-output producer).
+
+    Requires: every user of `producer` is `fusion` or a get-tuple-element whose users are all
+    `fusion`; `producer` is not a root. Guarantees: `producer`, those get-tuple-elements and
+    the producer's fused computation are removed; clones `fusion` does not use are dropped;
+    the fusion's kind is unchanged."""
+    comp = fusion.parent
+    assert comp is not None and producer.opcode is Opcode.FUSION
+    fc = fusion.fused_computation
+    value = _clone_body(fusion, producer, keep_names=False)
+    outs = _outputs_of(value)
+    fed: list[int] = []
+    for i, o in enumerate(fusion.operands):
+        if o is producer:
+            fc.parameters[i].replace_all_uses_with(value)
+            fed.append(i)
+        elif o.opcode is Opcode.GET_TUPLE_ELEMENT and o.operands[0] is producer:
+            fc.parameters[i].replace_all_uses_with(outs[o.tuple_index])
+            fed.append(i)
+    _remove_parameters(fusion, fed)
+    for gte in [u for u in producer.users if u.opcode is Opcode.GET_TUPLE_ELEMENT]:
+        if not gte.users and not gte.is_root:
+            comp.remove_instruction(gte)
+    for inst in reversed(fc.post_order()):  # clones nothing reads (unused producer outputs)
+        if (not inst.users and inst is not fc.root and inst.opcode is not Opcode.PARAMETER):
+            fc.remove_instruction(inst)
     if not producer.users and not producer.is_root:
         _remove_dead(producer)
     if finalize:

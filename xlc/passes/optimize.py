@@ -1,9 +1,21 @@
 """The optimization entry point every backend uses: run a pass list, schedule, assign buffers.
 
-`standard_passes()` is the backend-independent pipeline (the interpreter's, and the start of the
-CPU/GPU lists): simplification, fusion, multi-output fusion, cleanup, copy insertion and the
-memory scheduler. A backend passes its own list (written as data in its compiler module) to
-`optimize_module`; nothing here branches on the target.
+`standard_passes()` is the backend-independent pipeline (the start of the CPU/GPU lists):
+simplification, transpose folding, fusion, multi-output fusion, cleanup, copy insertion and the
+memory scheduler. Fusions that need emitter support are flags of it (`row_fusion`,
+`fuse_gather`); `interpreter_passes()` is the interpreter's list with all of them on. A backend
+passes its own list (written as data in its compiler module) to `optimize_module`; nothing here
+branches on the target.
+
+Emitter contracts the memory passes rely on (every backend, flags or not):
+* a tuple value read only through get-tuple-element gets no index table: never write it
+  (`DataflowAnalysis.tables_without_storage`);
+* slices of buffers smaller than the backend alignment are aligned only to the largest power of
+  two dividing their size (`heap_simulator.chunk_alignment`): check the offset before using
+  vector accesses wider than that;
+* a kInput row-reduction output may share the buffer of a per-row operand
+  (`alias_rules._share_fusion`): read operand element i, for every output, before writing
+  output element i (accumulate in registers, write each row's result last).
 """
 from __future__ import annotations
 
@@ -23,7 +35,9 @@ from xlc.passes.dce import DeadCodeElimination
 from xlc.passes.fusion import InstructionFusion
 from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
+from xlc.passes.row_fusion import RowFusion
 from xlc.passes.scheduler import MemoryScheduler
+from xlc.passes.transpose_folding import TransposeFolding
 
 log = logging.getLogger("xlc.passes.optimize")
 
@@ -31,14 +45,24 @@ MEMORY_STATS_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_
                      "alias_bytes", "peak_bytes")
 
 
-def standard_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
-    """The backend-independent pass list, in order, each entry with the reason it sits there."""
+def standard_passes(options: CompileOptions, row_fusion: bool = False,
+                    fuse_gather: bool = False) -> list[HloPass | FixedPoint]:
+    """The backend-independent pass list, in order, each entry with the reason it sits there.
+
+    The flags turn on fusions that need emitter support (see `InstructionFusion`): a backend
+    enables each once its emitter honours the contract. `interpreter_passes` enables all."""
     passes: list[HloPass | FixedPoint] = []
     # Inline calls and simplify to a fixed point first: fusion decisions need the final graph.
     passes += simplification_passes(options)
+    # Transposes feeding a dot become its dimension numbers (never materialized); before
+    # fusion, which would otherwise leave them as standalone copies.
+    passes.append(TransposeFolding())
     if options.fusion:
         # Producer-consumer fusion (loop and input fusions), then siblings reading one operand.
-        passes += [InstructionFusion(), MultiOutputFusion()]
+        passes += [InstructionFusion(fuse_gather=fuse_gather), MultiOutputFusion()]
+        if row_fusion:
+            # Row-wise softmax & co. as one kLoop fusion with its reductions inside.
+            passes.append(RowFusion())
         # Fusion can leave duplicates (cloned cheap producers) and dead instructions.
         passes += [FixedPoint([CommonSubexpressionElimination(), DeadCodeElimination()],
                               name="fusion-cleanup")]
@@ -48,6 +72,12 @@ def standard_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     # Last: the memory-minimising schedule that buffer assignment packs against.
     passes.append(MemoryScheduler(options.scheduler))
     return passes
+
+
+def interpreter_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
+    """`standard_passes` with every emitter-dependent fusion on (the evaluator runs any fused
+    computation): gather fusion and row fusion. The pipeline `tools/memory_vs_xla.py` reports."""
+    return standard_passes(options, row_fusion=True, fuse_gather=True)
 
 
 @dataclass

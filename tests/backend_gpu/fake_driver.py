@@ -1,0 +1,181 @@
+"""A stand-in for cuda-python's driver module, backed by host memory and the kernel emulator,
+so the runtime (argument binding, allocations, copies, events, graph capture, DeviceArray
+results) runs device-free. Only the calls the runtime makes are implemented; they follow
+cuda-python's conventions (every call returns `(CUresult, values...)`).
+
+Streams execute eagerly and in issue order (a legal schedule of the real thing); during stream
+capture operations are recorded instead and replayed by `cuGraphLaunch`.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tests.backend_gpu.emulator import Emulator
+from xlc.backend_gpu.executable import GpuExecutable
+
+OK = 0
+
+
+class CUresult:
+    CUDA_SUCCESS = 0
+
+
+class CUstream_flags:  # noqa: N801 - cuda-python's name
+    CU_STREAM_NON_BLOCKING = 1
+
+
+class CUevent_flags:  # noqa: N801
+    CU_EVENT_DISABLE_TIMING = 2
+
+
+class CUstreamCaptureMode:
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+
+
+class FakeDriver:
+    """The driver API subset used by xlc.backend_gpu.runtime, for one executable."""
+
+    CUresult = CUresult
+    CUstream_flags = CUstream_flags
+    CUevent_flags = CUevent_flags
+    CUstreamCaptureMode = CUstreamCaptureMode
+
+    def __init__(self, exe: GpuExecutable | None = None):
+        self.emulator = Emulator(exe) if exe is not None else None
+        self.memory: dict[int, np.ndarray] = {}
+        self.freed: list[int] = []
+        self.launches: list[str] = []
+        self.capture: list[Callable[[], None]] | None = None
+        self.calls: list[str] = []
+        self.graph_launches = 0
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _do(self, name: str, op: Callable[[], None]) -> tuple[int]:
+        self.calls.append(name)
+        if self.capture is not None:
+            self.capture.append(op)
+        else:
+            op()
+        return (OK,)
+
+    def cuGetErrorName(self, err: int) -> tuple[int, bytes]:  # noqa: N802
+        return (OK, b"CUDA_ERROR_FAKE")
+
+    # ---- context, module ----------------------------------------------------------------
+    def cuInit(self, flags: int) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
+    def cuDeviceGetCount(self) -> tuple[int, int]:  # noqa: N802
+        return (OK, 1)
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:  # noqa: N802
+        return (OK, ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[int, str]:  # noqa: N802
+        return (OK, "ctx")
+
+    def cuCtxSetCurrent(self, ctx: Any) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
+    def cuCtxSynchronize(self) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
+    def cuModuleLoadData(self, image: int) -> tuple[int, str]:  # noqa: N802
+        head = ctypes.string_at(image, 16)
+        assert head.startswith((b"//", b"\x7fELF")), head  # PTX text or a cubin
+        return (OK, "module")
+
+    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
+        return (OK, name.decode())
+
+    # ---- memory -------------------------------------------------------------------------
+    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+        buf = np.zeros(n + 256, dtype=np.uint8)
+        off = (-buf.ctypes.data) % 256
+        addr = buf.ctypes.data + off
+        self.memory[addr] = buf
+        return (OK, addr)
+
+    def cuMemFree(self, ptr: int) -> tuple[int]:  # noqa: N802
+        self.freed.append(int(ptr))
+        self.memory.pop(int(ptr), None)
+        return (OK,)
+
+    def cuMemcpyHtoD(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        ctypes.memmove(dst, src, n)
+        return (OK,)
+
+    def cuMemcpyDtoH(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        ctypes.memmove(dst, src, n)
+        return (OK,)
+
+    def cuMemcpyDtoD(self, dst: int, src: int, n: int) -> tuple[int]:  # noqa: N802
+        ctypes.memmove(dst, src, n)
+        return (OK,)
+
+    def cuMemcpyHtoDAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        return self._do("h2d", lambda: ctypes.memmove(dst, src, n))
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        return self._do("d2h", lambda: ctypes.memmove(dst, src, n))
+
+    def cuMemcpyDtoDAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        return self._do("d2d", lambda: ctypes.memmove(dst, src, n))
+
+    def cuMemsetD8Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        return self._do("memset8", lambda: ctypes.memset(dst, v, n))
+
+    def cuMemsetD32Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        def op() -> None:
+            (ctypes.c_uint32 * n).from_address(dst)[:] = [v] * n
+        return self._do("memset32", op)
+
+    # ---- streams, events, launches ------------------------------------------------------
+    def cuStreamCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
+        return (OK, f"stream{len(self.calls)}")
+
+    def cuEventCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
+        return (OK, f"event{len(self.calls)}")
+
+    def cuEventRecord(self, ev: Any, s: Any) -> tuple[int]:  # noqa: N802
+        return self._do("record", lambda: None)
+
+    def cuStreamWaitEvent(self, s: Any, ev: Any, flags: int) -> tuple[int]:  # noqa: N802
+        return self._do("wait", lambda: None)
+
+    def cuStreamSynchronize(self, s: Any) -> tuple[int]:  # noqa: N802
+        assert self.capture is None, "synchronising a capturing stream"
+        return (OK,)
+
+    def cuLaunchKernel(self, f: str, gx: int, gy: int, gz: int, bx: int, by: int,  # noqa: N802
+                       bz: int, shmem: int, s: Any, params: Any, extra: Any) -> tuple[int]:
+        ptrs, types = params
+        assert len(ptrs) == len(types) and shmem == 0 and extra == 0
+        assert self.emulator is not None
+
+        def op() -> None:
+            self.launches.append(f)
+            self.emulator.launch_raw(f, (gx, gy, gz), (bx, by, bz), list(ptrs))
+        return self._do("launch", op)
+
+    # ---- graphs -------------------------------------------------------------------------
+    def cuStreamBeginCapture(self, s: Any, mode: int) -> tuple[int]:  # noqa: N802
+        self.capture = []
+        return (OK,)
+
+    def cuStreamEndCapture(self, s: Any) -> tuple[int, list[Callable[[], None]]]:  # noqa: N802
+        ops, self.capture = self.capture or [], None
+        return (OK, ops)
+
+    def cuGraphInstantiateWithFlags(self, g: Any, flags: int) -> tuple[int, Any]:  # noqa: N802
+        return (OK, g)
+
+    def cuGraphLaunch(self, g: list[Callable[[], None]], s: Any) -> tuple[int]:  # noqa: N802
+        self.graph_launches += 1
+        for op in g:
+            op()
+        return (OK,)
