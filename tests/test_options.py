@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from xlc.errors import ArgumentError
 from xlc.options import CompileOptions, parse_flags
@@ -29,7 +30,7 @@ def test_flag_without_dashes():
 
 def test_options_are_frozen_and_keyed():
     a = CompileOptions()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         a.verify = True  # type: ignore[misc]
     b = a.replace(dump_to="/tmp/x", verify=True)
     assert a.cache_key() == b.cache_key()  # dumps and verification don't change code
@@ -37,5 +38,5 @@ def test_options_are_frozen_and_keyed():
 
 
 def test_invalid_option_value():
-    with pytest.raises(Exception, match="opt_level"):
+    with pytest.raises(ValidationError, match="opt_level"):
         CompileOptions(opt_level=7)

@@ -168,8 +168,9 @@ def test_more_math_and_triangles():
 
 
 def test_float_floor_divide_matches_numpy_on_edges():
-    import xlc
     import xlc.numpy as xnp
+
+    import xlc
 
     x = np.array([1e-45, -1e-45, 7.0, -7.0, 1.0, -1.0, 0.0, 5.5], np.float32)
     y = np.array([-2.0, 2.0, 2.0, 2.0, 0.0, 0.0, -3.0, -0.5], np.float32)

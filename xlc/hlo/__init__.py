@@ -1,7 +1,6 @@
 """The HLO IR: shapes, the opcode table, instructions/computations/modules, text parser and
 printer, shape inference, the verifier and the numpy reference evaluator."""
-from xlc.hlo.attrs import (Attrs, ConvDimLabels, Literal, PaddingConfig, SliceDim, Window,
-                           WindowDim)
+from xlc.hlo.attrs import Attrs, ConvDimLabels, Literal, PaddingConfig, SliceDim, Window, WindowDim
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule, IOAlias
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Layout, PrimitiveType, Shape, ShapeIndex

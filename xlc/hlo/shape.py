@@ -7,8 +7,8 @@ A `Shape` is either an array (element type, dims, layout) or a tuple of shapes. 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import ml_dtypes
 import numpy as np
@@ -142,7 +142,8 @@ class Shape:
     def array(element_type: PrimitiveType | str, dims: tuple[int, ...] | list[int] = (),
               layout: Layout | tuple[int, ...] | None = None) -> Shape:
         """An array shape; the layout defaults to row-major."""
-        et = PrimitiveType.from_text(element_type) if isinstance(element_type, str) else element_type
+        et = (PrimitiveType.from_text(element_type) if isinstance(element_type, str)
+              else element_type)
         d = tuple(int(x) for x in dims)
         if layout is None:
             lay = default_layout(len(d))

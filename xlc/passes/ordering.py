@@ -16,6 +16,7 @@ every buffer a [start, end] interval (inclusive).
 """
 from __future__ import annotations
 
+import abc
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ log = logging.getLogger("xlc.passes.ordering")
 Schedule = Mapping[HloComputation, list[HloInstruction]]
 
 
-class HloOrdering:
+class HloOrdering(abc.ABC):
     """Base class: cross-computation logic on top of `_executes_before_same(a, b)`."""
 
     def __init__(self, module: HloModule):
@@ -58,9 +59,10 @@ class HloOrdering:
             self._dataflow = DataflowAnalysis(self.module)
         return self._dataflow
 
-    # ---- to implement ------------------------------------------------------------------------
+    # ---- what each ordering defines ----------------------------------------------------------
+    @abc.abstractmethod
     def _executes_before_same(self, a: HloInstruction, b: HloInstruction) -> bool:
-        raise NotImplementedError
+        """Whether `a` runs before `b`, both in one computation."""
 
     # ---- cross-computation -------------------------------------------------------------------
     def _chain(self, inst: HloInstruction
