@@ -7,11 +7,13 @@ import pytest
 
 from tests.backend_cpu.helpers import check, rand
 from xlc.backend_cpu import compile_cpu
-from xlc.backend_cpu.emitter import EMITTERS, UNSUPPORTED
+from xlc.backend_cpu.emitter import UNSUPPORTED
+from xlc.backend_cpu.registry import EMITTERS
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
+from xlc.passes.row_fusion import is_row_fusion
 
 SIMPLE = """HloModule m
 ENTRY e {
@@ -188,13 +190,34 @@ ENTRY e {
 }"""
 
 
-def test_row_group_pipelines_softmax_rows() -> None:
+def _softmax_ref(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_softmax_is_one_row_fusion_kernel() -> None:
     exe = compile_cpu(parse_module(SOFTMAX_BIG))
+    entry = exe.module.entry
+    kernels = [i for i in entry.instructions if i.opcode is Opcode.FUSION]
+    assert len(kernels) == 1 and is_row_fusion(kernels[0])
+    assert ".rows." not in exe.llvm_ir  # nothing left to pipeline
+    x = rand(700, 257) * 4
+    np.testing.assert_allclose(exe.run([x])[0], _softmax_ref(x), rtol=1e-5, atol=1e-7)
+
+
+def test_row_group_pipelines_softmax_rows_when_row_sums_are_outputs() -> None:
+    # The row sums are a program output, so row fusion cannot absorb their kernel; the
+    # backend still runs the kernels block of rows by block of rows.
+    text = SOFTMAX_BIG.replace(
+        "ROOT o = f32[700,257] divide(ex, sb)",
+        "o = f32[700,257] divide(ex, sb)\n  ROOT t = (f32[700,257], f32[700]) tuple(o, s)")
+    exe = compile_cpu(parse_module(text))
     assert ".rows." in exe.llvm_ir
     x = rand(700, 257) * 4
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(exe.run([x])[0], e / e.sum(axis=1, keepdims=True),
-                               rtol=1e-5, atol=1e-7)
+    out, sums = exe.run([x])
+    np.testing.assert_allclose(out, _softmax_ref(x), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(sums, np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1),
+                               rtol=1e-5)
 
 
 def test_no_row_group_when_rows_are_not_local() -> None:

@@ -8,19 +8,10 @@ import time
 
 import llvmlite.binding as llvm
 
-from xlc.backend_cpu import (  # noqa: F401  (importing registers the emitters)
-    emit_control,
-    emit_conv,
-    emit_dot,
-    emit_gather,
-    emit_loops,
-    emit_misc,
-    emit_reduce,
-    emit_sort,
-)
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
 from xlc.backend_cpu.parallel import host_threads
+from xlc.backend_cpu.registry import EMITTERS
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
@@ -34,10 +25,9 @@ log = logging.getLogger("xlc.backend_cpu")
 
 def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     """The CPU HLO pipeline: the standard list (simplification, transpose folding, loop/input
-    and multi-output fusion, cleanup, copy insertion, memory scheduling). Row fusion and gather
-    fusion stay off until the CPU emitters implement their contracts (see
-    `xlc/passes/optimize.py`)."""
-    return standard_passes(options, row_fusion=False, fuse_gather=False)
+    and multi-output fusion, row fusion, cleanup, copy insertion, memory scheduling), with
+    row fusion (`emit_row_fusion`) and gather fusion (the elemental gather rule) on."""
+    return standard_passes(options, row_fusion=True, fuse_gather=True)
 
 
 def run_cpu_passes(module: HloModule, options: CompileOptions) -> OptimizedModule:
@@ -66,7 +56,7 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> Cpu
     _check_entry(mod, ba)
     t1 = time.perf_counter()
     entry_name = lu.unique_symbol(f"xlc_{_ident(mod.name)}")
-    llmod = CpuEmitter(mod, ba, entry_name, host_threads(options.threads)).emit()
+    llmod = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads)).emit()
     t2 = time.perf_counter()
     ref = lu.parse_and_verify(llmod, entry_name)
     optimize_cpu(ref, options.opt_level)

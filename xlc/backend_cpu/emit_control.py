@@ -14,18 +14,14 @@ import logging
 
 from llvmlite import ir
 
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64, register
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_cpu")
 
 
-@register(Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT,
-          Opcode.BITCAST, Opcode.OPT_BARRIER, Opcode.DOMAIN, Opcode.ADD_DEPENDENCY,
-          Opcode.AFTER_ALL)
 def emit_nothing(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """Instructions whose value needs no code (see the module docstring)."""
 
@@ -35,7 +31,6 @@ def _load_scalar(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> ir.Value:
     return lu.load_element(ctx.b, em.address(ctx, inst), i64(0), pt)
 
 
-@register(Opcode.WHILE)
 def emit_while(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """`while (cond(table)) body(table);` - the condition's root is a pred buffer."""
     cond, body = inst.called[0], inst.called[1]
@@ -57,7 +52,6 @@ def emit_while(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     b.position_at_end(done)
 
 
-@register(Opcode.CONDITIONAL)
 def emit_conditional(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """Branch on a pred (true -> branch 0) or an s32 index (out of range -> last branch)."""
     b = ctx.b
@@ -80,7 +74,6 @@ def emit_conditional(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     b.position_at_end(done)
 
 
-@register(Opcode.CALL)
 def emit_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A call to its computation's function (its parameters hold the caller's values)."""
     ctx.b.call(em.computation_function(inst.called[0]), [ctx.table])

@@ -20,19 +20,17 @@ from llvmlite import ir
 
 from xlc.backend_cpu.emit_dot import load_as
 from xlc.backend_cpu.emit_loops import operand_buffers
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64, loop_over, register
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64, loop_over
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
 from xlc.codegen.scalar_types import from_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_cpu")
 
 
-@register(Opcode.CONVOLUTION)
 def emit_convolution(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A convolution (see the module docstring)."""
     lhs, rhs = inst.operands

@@ -20,13 +20,12 @@ from llvmlite import ir
 from xlc.backend_cpu.emit_gemm import emit_gemm_dot, gemm_spec
 from xlc.backend_cpu.emit_loops import operand_buffers
 from xlc.backend_cpu.emit_matmul import emit_matmul, matmul_applicable
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, element_type, i64, register
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, element_type, i64
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -204,7 +203,6 @@ def _overlaps(em: CpuEmitter, inst: HloInstruction) -> bool:
     return any(em.slice(op).index == out.index for op in inst.operands)
 
 
-@register(Opcode.DOT)
 def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A dot as a loop nest (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)

@@ -1,9 +1,7 @@
-"""Gather and scatter as simple loops (XLA semantics: start indices clamped for gather,
-out-of-bounds update windows skipped for scatter).
+"""Scatter as a simple loop (XLA semantics: out-of-bounds update windows skipped). Gather has
+an elemental rule (`ElementalIrEmitter._gather`, start indices clamped) and is emitted like any
+elementwise op, fused or not.
 
-gather: one loop over the output; per element the batch part of the output index selects an
-index vector of `start_indices`, mapped through `start_index_map` onto operand dims, clamped to
-`[0, dim - slice_size]`, plus the offset part of the output index on the uncollapsed dims.
 scatter: the operand is copied into the output (unless they share the slice, in place), then
 a loop over the updates in order applies the update computation (a scalar function) to every
 in-bounds target element.
@@ -22,13 +20,11 @@ from xlc.backend_cpu.emitter import (
     element_type,
     i64,
     loop_over,
-    register,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -53,35 +49,6 @@ def _read_index(k: Kernel, indices: HloInstruction, batch: list[ir.Value], ivd: 
     return convert_value(k.b, k.read(indices, full), pt, PrimitiveType.S64)
 
 
-@register(Opcode.GATHER)
-def emit_gather(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """A gather (see the module docstring); batching dims are unsupported."""
-    operand, indices = inst.operands
-    if _ints(inst, "operand_batching_dims"):
-        raise UnsupportedOpError(f"CPU backend: gather with batching dims ({inst.name})")
-    offset_dims = _ints(inst, "offset_dims")
-    collapsed = set(_ints(inst, "collapsed_slice_dims"))
-    start_map = _ints(inst, "start_index_map")
-    sizes = _ints(inst, "slice_sizes")
-    ivd = int(inst.attrs["index_vector_dim"])
-    k = em.kernel(ctx, inst.name, [(inst, ())] + operand_buffers(inst))
-    b = k.b
-    window_dims = [d for d in range(operand.shape.rank) if d not in collapsed]
-    with loop_over(b, inst.shape, "g") as out_idx:
-        batch = [v for pos, v in enumerate(out_idx) if pos not in offset_dims]
-        offs = [out_idx[pos] for pos in offset_dims]
-        src: list[ir.Value] = [i64(0)] * operand.shape.rank
-        for d, o in zip(window_dims, offs):
-            src[d] = o
-        for comp, d in enumerate(start_map):
-            start = _clamp(b, _read_index(k, indices, batch, ivd, comp),
-                           operand.shape.dims[d] - sizes[d])
-            src[d] = b.add(src[d], start, flags=["nsw"])
-        k.write(inst, out_idx, k.read(operand, src))
-    k.finish()
-
-
-@register(Opcode.SCATTER)
 def emit_scatter(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A (single-operand) scatter applied in update order (see the module docstring)."""
     if len(inst.operands) != 3 or inst.shape.is_tuple:

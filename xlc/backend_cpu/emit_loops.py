@@ -14,7 +14,6 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from xlc.backend_cpu.emitter import (
-    EMITTERS,
     CpuEmitter,
     FnCtx,
     Kernel,
@@ -23,22 +22,17 @@ from xlc.backend_cpu.emitter import (
     i64,
     loop_over,
     physical_order,
-    register,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.indexing import Index, has_elemental_ir_rule, multi_to_linear
+from xlc.codegen.indexing import Index, multi_to_linear
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 
 log = logging.getLogger("xlc.backend_cpu")
-
-FUSION_EMITTERS: dict[str, object] = {}
-"""Fusion kind ("kLoop", "kInput") -> emitter; kInput is registered by emit_reduce."""
-
 
 def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
     """(operand, ()) for each array operand of `inst` (tuple operands are unsupported)."""
@@ -247,7 +241,6 @@ def _dus_body(k: Kernel, gen: LeafEmitter, out: HloInstruction, operand_shape_di
     k.finish()
 
 
-@register(Opcode.DYNAMIC_UPDATE_SLICE)
 def emit_dus(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """dynamic-update-slice in place: copy the operand into the output only when buffer
     assignment did not give them the same slice, then write the update window."""
@@ -276,21 +269,3 @@ def emit_dus_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             k.write(inst, idx, gen.generate(base, idx))
         gen.clear_cache()
     _dus_body(k, gen, inst, tuple(base.shape.dims), root.operands[1], list(root.operands[2:]))
-
-
-@register(Opcode.FUSION)
-def emit_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """Dispatch a fusion by its kind (kLoop here, kInput in emit_reduce)."""
-    kind = str(inst.attrs.get("kind", "kLoop"))
-    fn = FUSION_EMITTERS.get(kind)
-    if fn is None:
-        raise UnsupportedOpError(f"CPU backend has no emitter for {kind} fusion ({inst.name})")
-    fn(em, ctx, inst)  # type: ignore[operator]
-
-
-FUSION_EMITTERS["kLoop"] = emit_loop_fusion
-
-_NO_LOOP = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.BITCAST, Opcode.DYNAMIC_UPDATE_SLICE}
-for _op in Opcode:
-    if has_elemental_ir_rule(_op) and _op not in _NO_LOOP and _op not in EMITTERS:
-        EMITTERS[_op] = emit_elementwise

@@ -6,15 +6,13 @@ from __future__ import annotations
 import logging
 
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, loop_over, register
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, loop_over
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 
 log = logging.getLogger("xlc.backend_cpu")
 
 
-@register(Opcode.MAP)
 def emit_map(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """out[i] = f(a[i], b[i], ...) with `f` the mapped computation as a scalar function."""
     fn = em.scalar_function(inst.called[0])
@@ -24,7 +22,6 @@ def emit_map(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     k.finish()
 
 
-@register(Opcode.REPLICA_ID, Opcode.PARTITION_ID)
 def emit_device_id(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """One device: the id is 0."""
     pt = element_type(inst.shape, inst.name)
@@ -33,7 +30,6 @@ def emit_device_id(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     k.finish()
 
 
-@register(Opcode.ALL_REDUCE)
 def emit_all_reduce(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """All-reduce over a single replica: a copy of each operand."""
     outs = output_buffers(inst)

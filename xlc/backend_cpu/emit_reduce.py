@@ -18,7 +18,6 @@ import logging
 from llvmlite import ir
 
 from xlc.backend_cpu.emit_loops import (
-    FUSION_EMITTERS,
     fusion_generator,
     operand_buffers,
     operand_generator,
@@ -32,7 +31,6 @@ from xlc.backend_cpu.emitter import (
     element_type,
     loop_over,
     physical_order,
-    register,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
@@ -159,7 +157,6 @@ def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
             k.write(out, full, gen.generate(inst, full), sidx)
 
 
-@register(Opcode.REDUCE)
 def emit_reduce(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """An unfused (possibly variadic) reduce."""
     outs = output_buffers(inst)
@@ -201,10 +198,7 @@ def emit_input_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     emit_reduction(em, k, fusion_generator(k, inst), inst, heroes, loops)
 
 
-FUSION_EMITTERS["kInput"] = emit_input_fusion
 
-
-@register(Opcode.REDUCE_WINDOW)
 def emit_reduce_window(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """reduce-window: per output element, the window's elements (padding and holes from base
     dilation read as the init value, as XLA pads with it) are reduced in window order."""

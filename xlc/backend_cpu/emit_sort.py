@@ -25,7 +25,6 @@ from xlc.backend_cpu.emitter import (
     element_type,
     i64,
     loop_over,
-    register,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
@@ -43,7 +42,6 @@ def _with(index: list, d: int, v: ir.Value) -> list:
     return out
 
 
-@register(Opcode.SORT)
 def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """Stable in-place insertion sort of every line along `dimensions` (see module doc)."""
     outs = output_buffers(inst)
@@ -240,7 +238,6 @@ def _order_key(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType) -> ir.Value:
     raise UnsupportedOpError(f"CPU backend: topk on {pt.text} is unsupported")
 
 
-@register(Opcode.TOPK)
 def emit_topk(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """k selection passes per row over the last dimension (see module doc)."""
     x = inst.operands[0]
@@ -292,7 +289,6 @@ CUSTOM_CALL_TARGETS = {"TopK": emit_topk}
 """custom-call targets the CPU backend implements (XLA CPU's TopK: k largest, s32 indices)."""
 
 
-@register(Opcode.CUSTOM_CALL)
 def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """Known custom-call targets; any other raises UnsupportedOpError naming the target."""
     target = str(inst.attrs.get("custom_call_target", ""))

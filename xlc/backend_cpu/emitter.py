@@ -16,13 +16,14 @@ Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
   split over the cores (pthreads from generated code, `parallel.py`); chains of row kernels
   are pipelined block of rows by block of rows (`row_groups.py`).
 
-Per-opcode emission is dispatched through `EMITTERS` (Opcode -> function), filled by the
-`emit_*` modules. Unsupported instructions raise UnsupportedOpError naming the instruction.
+Per-opcode emission is dispatched through the table the emitter is constructed with (Opcode ->
+function; the CPU table is built explicitly in `registry.py`). Unsupported instructions raise
+UnsupportedOpError naming the instruction.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -41,27 +42,13 @@ from xlc.passes.buffer_assignment import BufferAssignment, Slice
 log = logging.getLogger("xlc.backend_cpu")
 
 EmitFn = Callable[["CpuEmitter", "FnCtx", HloInstruction], None]
-EMITTERS: dict[Opcode, EmitFn] = {}
-"""Opcode -> emitter, filled by the emit_* modules (see `register`)."""
 
 UNSUPPORTED: dict[Opcode, str] = {
-    Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the CPU backend yet",
     Opcode.RNG: "random number generation is not implemented by the CPU backend yet",
-    Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the CPU backend "
-                              "yet",
     Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the CPU "
                                      "backend yet",
 }
 """Opcodes with no CPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
-
-
-def register(*ops: Opcode) -> Callable[[EmitFn], EmitFn]:
-    """Decorator: make `fn` the CPU emitter of `ops`."""
-    def deco(fn: EmitFn) -> EmitFn:
-        for op in ops:
-            EMITTERS[op] = fn
-        return fn
-    return deco
 
 
 def i64(v: int) -> ir.Constant:
@@ -246,8 +233,10 @@ class CpuEmitter:
     """Emits one LLVM module for a scheduled, buffer-assigned HLO module."""
 
     def __init__(self, module: HloModule, assignment: BufferAssignment, entry_name: str,
-                 threads: int = 1):
+                 emitters: Mapping[Opcode, EmitFn], threads: int = 1):
+        """`emitters`: Opcode -> emitter function (`registry.EMITTERS` for the CPU)."""
         self.hlo = module
+        self.emitters = emitters
         self.threads = threads
         self.row_groups = True
         self.parallel_elements = PARALLEL_ELEMENTS
@@ -311,7 +300,7 @@ class CpuEmitter:
 
     def emit_instruction(self, ctx: FnCtx, inst: HloInstruction) -> None:
         """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none)."""
-        fn = EMITTERS.get(inst.opcode)
+        fn = self.emitters.get(inst.opcode)
         if fn is None:
             why = UNSUPPORTED.get(inst.opcode, "no emitter")
             target = inst.attrs.get("custom_call_target")

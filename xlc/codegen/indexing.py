@@ -6,7 +6,7 @@ physical linear offset (following the shape's layout, minor_to_major) and that m
 
 `ElementalIrEmitter.generate(inst, index)` produces the value of one element of an instruction
 inside a fused computation by mapping `index` through data-movement ops (broadcast, reshape,
-bitcast, transpose, slice, pad, concatenate, iota, reverse, dynamic-slice) and calling the
+bitcast, transpose, slice, pad, concatenate, iota, reverse, dynamic-slice, gather) and calling the
 elemental generators for elementwise ops. Parameter reads go through the `read_param` callback,
 so the backend decides where operands live. Everything is straight-line code (selects, clamped
 indices; no branches), so a loop over output elements stays vectorisable.
@@ -292,6 +292,40 @@ class ElementalIrEmitter:
             src.append(b.add(start, i, flags=["nsw"]))
         return self.generate(op, src)
 
+    def _gather(self, inst: HloInstruction, index: Index) -> ir.Value:
+        """XLA gather, one output element: the batch part of `index` selects an index vector
+        of `start_indices` (mapped onto operand dims by start_index_map, clamped to
+        [0, dim - slice_size]); the offset part indexes the window on the uncollapsed,
+        unbatched operand dims; operand batching dims take the matching batch index."""
+        b = self.b
+        operand, indices = inst.operands
+
+        def ints(key: str) -> list[int]:
+            return [int(v) for v in inst.attrs.get(key, ())]
+
+        offset_dims, sizes = ints("offset_dims"), ints("slice_sizes")
+        collapsed, start_map = set(ints("collapsed_slice_dims")), ints("start_index_map")
+        op_batch, idx_batch = ints("operand_batching_dims"), ints("start_indices_batching_dims")
+        ivd = int(inst.attrs["index_vector_dim"])
+        batch = [v for pos, v in enumerate(index) if pos not in offset_dims]
+        window = [d for d in range(operand.shape.rank) if d not in collapsed and d not in op_batch]
+        src: list[ir.Value] = [i64(0)] * operand.shape.rank
+        for d, pos in zip(window, offset_dims):
+            src[d] = index[pos]
+        idx_dims = [d for d in range(indices.shape.rank) if d != ivd]
+        for od, idim in zip(op_batch, idx_batch):
+            src[od] = batch[idx_dims.index(idim)]
+        ipt = indices.shape.element_type
+        assert ipt is not None
+        for comp, d in enumerate(start_map):
+            at = list(batch)
+            if ivd < indices.shape.rank:
+                at.insert(ivd, i64(comp))
+            start = convert_value(b, self.generate(indices, at), ipt, PrimitiveType.S64)
+            start = _clamp(b, start, 0, operand.shape.dims[d] - sizes[d])
+            src[d] = b.add(src[d], start, flags=["nsw"])
+        return self.generate(operand, src)
+
 
 _RULES: dict[Opcode, Callable[[ElementalIrEmitter, HloInstruction, Index], ir.Value]] = {
     Opcode.PARAMETER: ElementalIrEmitter._parameter,
@@ -306,6 +340,7 @@ _RULES: dict[Opcode, Callable[[ElementalIrEmitter, HloInstruction, Index], ir.Va
     Opcode.PAD: ElementalIrEmitter._pad,
     Opcode.CONCATENATE: ElementalIrEmitter._concatenate,
     Opcode.DYNAMIC_SLICE: ElementalIrEmitter._dynamic_slice,
+    Opcode.GATHER: ElementalIrEmitter._gather,
 }
 
 

@@ -1,0 +1,85 @@
+"""CPU emitters for select-and-scatter and the random number generators, compared with the
+reference evaluator (bit-exactly where the semantics are deterministic)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.backend_cpu.helpers import check, rand
+
+GE_SELECT = """
+ge_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+"""
+
+
+def _sas(window: str, x_shape: str, s_shape: str) -> str:
+    return f"""HloModule m
+{GE_SELECT}
+ENTRY e {{
+  x = f32[{x_shape}] parameter(0)
+  s = f32[{s_shape}] parameter(1)
+  z = f32[] constant(0)
+  ROOT r = f32[{x_shape}] select-and-scatter(x, s, z), window={{{window}}},
+    select=ge_f32, scatter=add_f32
+}}"""
+
+
+@pytest.mark.parametrize("window,x_shape,s_shape", [
+    ("size=2x2 stride=2x2", "8,6", "4,3"),
+    ("size=3x3 stride=1x1", "7,6", "5,4"),
+    ("size=3x3 stride=2x2 pad=1_1x1_1", "9,8", "5,4"),
+    ("size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0", "2,7,7,3", "2,3,3,3"),
+    ("size=2x3 stride=1x2 rhs_dilate=2x1", "9,9", "7,4"),
+])
+def test_select_and_scatter_matches_evaluator(window: str, x_shape: str, s_shape: str) -> None:
+    xs = tuple(int(v) for v in x_shape.split(","))
+    ss = tuple(int(v) for v in s_shape.split(","))
+    check(_sas(window, x_shape, s_shape), rand(*xs), rand(*ss, seed=3))
+
+
+def test_select_and_scatter_ties_and_int() -> None:
+    text = """HloModule m
+gt_s32 {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GT
+}
+max_s32 {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] maximum(a, b)
+}
+ENTRY e {
+  x = s32[10,10] parameter(0)
+  s = s32[5,5] parameter(1)
+  z = s32[] constant(-7)
+  ROOT r = s32[10,10] select-and-scatter(x, s, z), window={size=3x3 stride=2x2 pad=0_1x0_1},
+    select=gt_s32, scatter=max_s32
+}"""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 3, (10, 10)).astype(np.int32)  # many ties: first-selected rule matters
+    s = rng.integers(-20, 20, (5, 5)).astype(np.int32)
+    check(text, x, s)
+
+
+@pytest.mark.parametrize("algorithm", ["rng_three_fry", "rng_philox", "rng_default"])
+@pytest.mark.parametrize("out", ["u32[6,5]", "u64[7]", "u32[5,3]", "f32[4,4]", "u8[9]", "s64[]"])
+@pytest.mark.parametrize("state", ["u64[2]", "u64[3]"])
+def test_rng_bit_generator_is_bit_exact(algorithm: str, out: str, state: str) -> None:
+    text = f"""HloModule m
+ENTRY e {{
+  s = {state} parameter(0)
+  ROOT r = ({state}, {out}) rng-bit-generator(s), algorithm={algorithm}
+}}"""
+    n = int(state[4:-1])
+    seed = np.array([0x0123456789ABCDEF, 0xFFFFFFFFFFFFFFF0, 7][:n], np.uint64)
+    check(text, seed, rtol=0, atol=0)

@@ -1,0 +1,97 @@
+"""Row fusions (`xlc.passes.row_fusion`): a kLoop fusion whose per-row reductions live inside.
+
+Emitted as one loop over the kept (row) index k, split over the threads by rows for big
+inputs; per row:
+1. every reduce of the fused computation, in dependency order (post order), is folded over the
+   reduced dims into a register (an accumulator the loop vectoriser turns into several vector
+   partial results: the reducer is called with `reassoc`, error bound as in `emit_reduce`);
+   from then on the reduce is a *leaf* of the elemental emitter that returns that so
+   a later reduce (the sum of a softmax reads its max) and the root read it without recomputing;
+2. the root(s) are evaluated over the reduced dims at (k, d) and stored.
+Per-row values computed from the reduces (`log(sum)` of a log-softmax) are loop-invariant in
+step 2 and hoisted by LLVM. A row of a big softmax therefore streams once from memory and then
+twice more from L1/L2.
+"""
+from __future__ import annotations
+
+import logging
+
+from llvmlite import ir
+
+from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
+from xlc.backend_cpu.emitter import (
+    CpuEmitter,
+    FnCtx,
+    Kernel,
+    LeafEmitter,
+    element_type,
+    loop_over,
+    split_of,
+)
+from xlc.codegen import llvm_utils as lu
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import Shape
+
+log = logging.getLogger("xlc.backend_cpu")
+
+
+def _merge(kept_idx: list, red_idx: list) -> list[ir.Value]:
+    return [x if x is not None else y for x, y in zip(kept_idx, red_idx)]
+
+
+def _constant_leaf(value: ir.Value):  # noqa: ANN202 - a leaf reader
+    return lambda _index: value
+
+
+def _fold_row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, red: HloInstruction,
+              kidx: list, rdims: list[int]) -> ir.Value:
+    """The reduce `red` at row `kidx` (None at reduced positions) as a register value."""
+    b = k.b
+    operand, init = red.operands
+    fn = em.scalar_function(red.called[0], reassoc=True)
+    gen.clear_cache()
+    init_v = gen.generate(init, [])
+    with b.goto_entry_block():
+        slot = b.alloca(lu.value_type(element_type(red.shape, red.name)))
+    b.store(init_v, slot)
+    with loop_over(b, operand.shape, "r", dims=rdims) as ridx:
+        gen.clear_cache()
+        x = gen.generate(operand, _merge(kidx, ridx))
+        b.store(b.call(fn, [b.load(slot), x]), slot)
+    gen.clear_cache()
+    return b.load(slot)
+
+
+def emit_row_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
+    """Emit row fusion `inst` (requires `row_fusion_error(inst) is None`; see the module
+    docstring). Guarantees every reduce is evaluated once per row."""
+    fc = inst.called[0]
+    root = fc.root
+    assert root is not None
+    roots = list(root.operands) if root.opcode is Opcode.TUPLE else [root]
+    outs = output_buffers(inst)
+    space: Shape = inst.shape.subshape(outs[0][1])
+    reduces = [i for i in fc.post_order() if i.opcode is Opcode.REDUCE]
+    rdims = sorted(int(d) for d in reduces[0].attrs["dimensions"])
+    kept = [d for d in range(space.rank) if d not in rdims]
+    for r in roots:
+        if tuple(r.shape.dims) != tuple(space.dims):
+            raise UnsupportedOpError(
+                f"CPU backend: row fusion {inst.name} has an output outside its space ({r.name})")
+    split = split_of(space, dims=kept, elements=space.num_elements) if kept else 0
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split)
+    ops = inst.operands
+    gen = LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx), {}, scalar_fn=k.scalar_fn)
+    with loop_over(k.b, space, "row", dims=kept, outer=k.outer) as kidx:
+        for red in reduces:
+            gen.leaves[red.uid] = _constant_leaf(_fold_row(em, k, gen, red, kidx, rdims))
+        with loop_over(k.b, space, "c", dims=rdims) as ridx:
+            full = _merge(kidx, ridx)
+            gen.clear_cache()
+            for r, (o, sidx) in zip(roots, outs):
+                k.write(o, full, gen.generate(r, full), sidx)
+        gen.clear_cache()
+    k.finish()
+    log.debug("row fusion %s: %d reduces over dims %s", inst.name, len(reduces), rdims)

@@ -1,0 +1,120 @@
+"""select-and-scatter on CPU, with the evaluator's semantics (`evaluator_indexing.py`).
+
+The output is filled with the init value. Then, for every source element in row-major order,
+the window it belongs to is scanned in window order (row-major over the window dims); padding
+and base-dilation holes are skipped. The first in-bounds element is selected, and a later
+element `x` replaces the selected one `s` when `select(s, x)` is false. When the window holds
+an in-bounds element, `out[pos] = scatter(out[pos], source)` at the selected position. Select
+and scatter computations are scalar functions (`CpuEmitter.scalar_function`).
+"""
+from __future__ import annotations
+
+import logging
+
+from llvmlite import ir
+
+from xlc.backend_cpu.emitter import (
+    CpuEmitter,
+    FnCtx,
+    element_type,
+    i64,
+    physical_order,
+)
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import multi_to_linear
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.attrs import WindowDim
+from xlc.hlo.ir import HloInstruction
+
+log = logging.getLogger("xlc.backend_cpu")
+
+
+def _window(inst: HloInstruction, rank: int) -> list[WindowDim]:
+    w = inst.attrs.get("window")
+    dims = list(w.dims) if w is not None else []
+    if not dims and rank:
+        dims = [WindowDim(1) for _ in range(rank)]
+    if len(dims) != rank:
+        raise UnsupportedOpError(f"CPU backend: {inst.name}: window has {len(dims)} dims, "
+                                 f"operand rank is {rank}")
+    return dims
+
+
+def emit_select_and_scatter(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
+    """select-and-scatter(operand, source, init) (see the module docstring)."""
+    operand, source, init = inst.operands
+    pt = element_type(operand.shape, inst.name)
+    spt = element_type(source.shape, inst.name)
+    opt = element_type(inst.shape, inst.name)
+    if spt is not opt:
+        raise UnsupportedOpError(
+            f"CPU backend: {inst.name}: source type {spt} differs from output {opt}")
+    rank = operand.shape.rank
+    wdims = _window(inst, rank)
+    select_fn = em.scalar_function(inst.called[0])
+    scatter_fn = em.scalar_function(inst.called[1])
+    bufs = [(inst, ()), (operand, ()), (source, ()), (init, ())]
+    k = em.kernel(ctx, inst.name, bufs)
+    b = k.b
+    vty = lu.value_type(pt)
+    with b.goto_entry_block():
+        sel_val = b.alloca(vty, name="sel_val")
+        sel_pos = b.alloca(lu.I64, name="sel_pos")
+        has = b.alloca(lu.I1, name="has")
+    init_v = k.read(init, [])
+    with lu.for_range(b, i64(inst.shape.num_elements), name="fill") as i:
+        lu.store_element(b, init_v, k.ptr(inst), i, opt)
+    with lu.for_nest(b, list(source.shape.dims), name="s") as sidx:
+        b.store(ir.Constant(lu.I1, 0), has)
+        b.store(lu.const(vty, 0), sel_val)
+        b.store(i64(0), sel_pos)
+        with lu.for_nest(b, [w.size for w in wdims], name="w") as widx:
+            ok: ir.Value = ir.Constant(lu.I1, 1)
+            src: list[ir.Value] = []
+            for d, (o, w, wd) in enumerate(zip(sidx, widx, wdims)):
+                pos = b.add(b.mul(o, i64(wd.stride)), b.mul(w, i64(wd.window_dilation)))
+                pos = b.sub(pos, i64(wd.pad_low))
+                ok = b.and_(ok, b.icmp_signed(">=", pos, i64(0)))
+                if wd.base_dilation > 1:
+                    bd = i64(wd.base_dilation)
+                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, bd), i64(0)))
+                    pos = b.sdiv(pos, bd)
+                ok = b.and_(ok, b.icmp_signed("<", pos, i64(operand.shape.dims[d])))
+                src.append(pos)
+            with b.if_then(ok):
+                linear = multi_to_linear(b, src, operand.shape) if src else i64(0)
+                x = lu.load_element(b, k.ptr(operand), linear, pt)
+                had = b.load(has)
+                keep = b.call(select_fn, [b.load(sel_val), x])
+                if keep.type != lu.I1:
+                    keep = b.icmp_unsigned("!=", keep, ir.Constant(keep.type, 0))
+                take = b.or_(b.not_(had), b.not_(keep))
+                with b.if_then(take):
+                    b.store(x, sel_val)
+                    b.store(linear, sel_pos)
+                    b.store(ir.Constant(lu.I1, 1), has)
+        with b.if_then(b.load(has)):
+            # the output has the operand's shape; its layout may differ from the operand's
+            tgt = b.load(sel_pos)
+            if not _same_layout(inst, operand):
+                tgt = _relinearize(b, tgt, inst, operand)
+            old = lu.load_element(b, k.ptr(inst), tgt, opt)
+            upd = k.read(source, sidx)
+            lu.store_element(b, b.call(scatter_fn, [old, upd]), k.ptr(inst), tgt, opt)
+    k.finish()
+
+
+def _same_layout(a: HloInstruction, b_: HloInstruction) -> bool:
+    return physical_order(a.shape) == physical_order(b_.shape)
+
+
+def _relinearize(b: ir.IRBuilder, linear: ir.Value, out: HloInstruction,
+                 operand: HloInstruction) -> ir.Value:
+    """Map a physical offset in `operand`'s layout to the same element's offset in `out`'s."""
+    dims = operand.shape.dims
+    idx: list[ir.Value] = [i64(0)] * len(dims)
+    rest = linear
+    for d in reversed(physical_order(operand.shape)):
+        idx[d] = b.urem(rest, i64(dims[d]))
+        rest = b.udiv(rest, i64(dims[d]))
+    return multi_to_linear(b, idx, out.shape)
