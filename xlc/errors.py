@@ -18,7 +18,24 @@ class ParseError(XlcError):
 
 
 class VerificationError(XlcError):
-    """A module breaks an HLO rule (shapes, operand counts, attributes, graph structure)."""
+    """A module breaks an HLO rule (shapes, operand counts, attributes, graph structure).
+
+    When the offending instruction was parsed from HLO text, `filename`, `line` and `column`
+    (1-based) say where it is defined and `location` is `file:line:column`; otherwise they are
+    None / 0. The message itself never includes the location (wording is API)."""
+
+    def __init__(self, message: str, filename: str | None = None, line: int = 0,
+                 column: int = 0):
+        self.message = message
+        self.filename = filename
+        self.line = line
+        self.column = column
+        super().__init__(message)
+
+    @property
+    def location(self) -> str | None:
+        """`file:line:column` of the offending instruction in the parsed text, or None."""
+        return f"{self.filename}:{self.line}:{self.column}" if self.filename else None
 
 
 class TraceError(XlcError):

@@ -6,14 +6,27 @@ from typing import Any
 import numpy as np
 
 import xlc
+from xlc.options import default_options
 
 TOL = {np.dtype(np.float32): (1e-5, 1e-5), np.dtype(np.float64): (1e-12, 1e-12),
        np.dtype(np.float16): (2e-3, 2e-3)}
 
 
-def jit_run(fn: Any, *args: Any, **jit_kw: Any) -> Any:
-    """Run `fn` under a fresh xlc.jit on the interpreter backend."""
-    return xlc.jit(fn, **jit_kw)(*args)
+def jit_run(fn: Any, *args: Any, cross_tol: tuple[float, float] | None = None,
+            **jit_kw: Any) -> Any:
+    """Run `fn` under a fresh xlc.jit on the interpreter backend (the reference evaluator) and
+    return its result; unless a backend is given, also run it on the default backend (the CPU)
+    and check that both agree: per-dtype tolerance, or `cross_tol` = (rtol, atol) for
+    ill-conditioned results where the backends' summation orders differ visibly; NaNs must be
+    in the same places."""
+    if "backend" in jit_kw:
+        return xlc.jit(fn, **jit_kw)(*args)
+    got = xlc.jit(fn, backend="interpreter", **jit_kw)(*args)
+    default = default_options().backend
+    if default != "interpreter":
+        rtol, atol = cross_tol if cross_tol is not None else (None, None)
+        assert_close(xlc.jit(fn, backend=default, **jit_kw)(*args), got, rtol, atol)
+    return got
 
 
 def assert_close(got: Any, want: Any, rtol: float | None = None, atol: float | None = None,

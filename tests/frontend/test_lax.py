@@ -58,6 +58,39 @@ def test_reduce_window_max_pool():
     assert_close(got, want)
 
 
+def _sum_pool(x: np.ndarray, window: tuple[int, int], strides: tuple[int, int],
+              pads: list[tuple[int, int]]) -> np.ndarray:
+    x = np.pad(x, [(max(lo, 0), max(hi, 0)) for lo, hi in pads])
+    rows = (x.shape[0] - window[0]) // strides[0] + 1
+    cols = (x.shape[1] - window[1]) // strides[1] + 1
+    return np.array([[x[i * strides[0]:i * strides[0] + window[0],
+                        j * strides[1]:j * strides[1] + window[1]].sum()
+                      for j in range(cols)] for i in range(rows)], np.float32)
+
+
+@pytest.mark.parametrize("padding,pads", [
+    ("VALID", [(0, 0), (0, 0)]),
+    ("SAME", [(0, 1), (0, 0)]),          # out = ceil(7/2), ceil(9/3): odd padding goes high
+    ("same_lower", [(1, 0), (0, 0)]),
+    ([(1, 0), (0, 2)], [(1, 0), (0, 2)]),
+])
+def test_reduce_window_padding_like_jax(padding, pads):
+    x = R.standard_normal((7, 9)).astype(np.float32)
+    got = jit_run(lambda a: lax.reduce_window(a, 0.0, xnp.add, (2, 3), (2, 3), padding), x)
+    assert_close(got, _sum_pool(x, (2, 3), (2, 3), pads), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("padding,msg", [
+    ("FULL", r"reduce_window: padding must be 'VALID', 'SAME', 'SAME_LOWER' or "
+             r"\[\(lo, hi\), \.\.\.\], got 'FULL'"),
+    ([(1, 1)], r"reduce_window: padding has 1 \(lo, hi\) pairs for 2 windowed dimensions"),
+])
+def test_reduce_window_bad_padding(padding, msg):
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(xlc.TraceError, match=msg):
+        xlc.jit(lambda a: lax.reduce_window(a, 0.0, xnp.add, (2, 2), (1, 1), padding))(x)
+
+
 def test_multi_operand_sort_num_keys():
     keys = np.array([[2, 1, 2, 1, 0]], np.int32)
     k2 = np.array([[5, 4, 3, 9, 1]], np.int32)

@@ -14,12 +14,15 @@ R = np.random.default_rng(7)
 
 
 def rnd(*shape, dtype=np.float32):
+    if np.dtype(dtype).kind in "iu":
+        return R.integers(-5, 6, shape).astype(dtype)
     return R.standard_normal(shape).astype(dtype)
 
 
 @settings(max_examples=25, deadline=None)
 @given(b=st.lists(st.integers(1, 3), max_size=2), n=st.integers(1, 4), k=st.integers(1, 4),
-       m=st.integers(1, 4), bcast=st.booleans(), dt=st.sampled_from([np.float32, np.float64]))
+       m=st.integers(1, 4), bcast=st.booleans(),
+       dt=st.sampled_from([np.float32, np.float64, np.int32, np.int8]))
 def test_matmul_batched_broadcast(b, n, k, m, bcast, dt):
     a = rnd(*b, n, k, dtype=dt)
     c = rnd(*([1] * len(b) if bcast else b), k, m, dtype=dt)

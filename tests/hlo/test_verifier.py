@@ -332,7 +332,7 @@ ENTRY %main (a: f32[4]) -> f32[4] {
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_broken_module_text(name: str) -> None:
     text, message = BROKEN[name]
-    module = parse(text)
+    module = parse_module(text, filename="broken.hlo")
     with pytest.raises(VerificationError) as info:
         verify_module(module)
     lines = str(info.value).splitlines()
@@ -341,6 +341,37 @@ def test_broken_module_text(name: str) -> None:
         culprit = re.match(r"instruction '([^']+)'", message).group(1)  # type: ignore[union-attr]
         marked = [ln for ln in lines[1:] if ln.startswith("  > ")]
         assert len(marked) == 1 and f"%{culprit} = " in marked[0]
+        # The location is where the culprit is defined in the text (line, first column).
+        defs = [(n, ln) for n, ln in enumerate(text.splitlines(), 1)
+                if re.match(rf"\s*(ROOT )?%{re.escape(culprit)} = ", ln)]
+        assert len(defs) == 1
+        n, ln = defs[0]
+        column = len(ln) - len(ln.lstrip()) + 1
+        assert info.value.location == f"broken.hlo:{n}:{column}"
+        assert (info.value.filename, info.value.line, info.value.column) == ("broken.hlo", n,
+                                                                              column)
+    else:
+        assert info.value.location is None
+
+
+def test_location_of_verification_errors() -> None:
+    """Instructions built in code have no location; parsed ones keep theirs through edits."""
+    text = ("HloModule m\n\nENTRY main {\n  a = f32[4] parameter(0)\n"
+            "  ROOT n = f32[4] negate(a)\n}\n")
+    module = parse_module(text, filename="ok.hlo")
+    assert module.entry is not None
+    a, n = module.entry.instructions
+    assert (a.source_loc, n.source_loc) == (("ok.hlo", 4, 3), ("ok.hlo", 5, 3))
+    n.shape = Shape.array("f32", (5,))
+    with pytest.raises(VerificationError) as info:
+        verify_module(module)
+    assert info.value.location == "ok.hlo:5:3"
+    n.shape = Shape.array("f32", (4,))
+    built = module.entry.add(Opcode.NEGATE, Shape.array("f32", (3,)), [a])
+    module.entry.set_root(built)
+    with pytest.raises(VerificationError, match=r"^instruction 'negate'") as info:
+        verify_module(module)
+    assert info.value.location is None and built.source_loc is None
 
 
 # ---- broken modules the parser refuses: built by editing a parsed module ----------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.errors import ArgumentError
 from xlc.hlo.shape import PrimitiveType as PT
 
 # Weak (kind-only) lattice nodes.
@@ -123,7 +124,8 @@ def is_python_scalar(value: Any) -> bool:
 def to_ptype(dtype: Any) -> PT:
     """numpy dtype / PrimitiveType / type name / Python type -> PrimitiveType.
 
-    Python `int`/`float`/`complex`/`bool` map to the defaults (s32/f32/c64/pred), as in JAX."""
+    Python `int`/`float`/`complex`/`bool` map to the defaults (s32/f32/c64/pred), as in JAX.
+    Anything else raises TraceError (inside a trace, at the user's line) or ArgumentError."""
     if isinstance(dtype, PT):
         return dtype
     if dtype is int:
@@ -139,7 +141,17 @@ def to_ptype(dtype: Any) -> PT:
             return PT.from_text(dtype)
         except KeyError:
             pass
-    return PT.from_dtype(dtype)
+    try:
+        return PT.from_dtype(dtype)
+    except TypeError:
+        pass
+    message = (f"unsupported dtype {dtype!r}: expected a numpy dtype or type name of "
+               "bool, (u)int8-64, float16/32/64, bfloat16 or complex64/128 (or f32, s8, ...)")
+    from xlc.frontend.tracer import current_builder, trace_error
+
+    if current_builder() is not None:
+        raise trace_error(message)
+    raise ArgumentError(message)
 
 
 def canonical_float(pt: PT) -> PT:

@@ -118,8 +118,9 @@ def _index_arrays(x: Tracer, entries: list[Any], adv: list[int]) -> tuple[list[T
         else:
             t = e if e.ptype is PT.S32 else _lax.convert_element_type(e, PT.S32)
             arrays.append(_wrap_negative(t, n))
-    arrays = xnp.broadcast_arrays(*arrays)
-    return arrays, arrays[0].shape
+    shape = xnp.broadcast_shapes(*[a.shape for a in arrays], op="index")
+    arrays = [xnp.broadcast_to(a, shape) for a in arrays]
+    return arrays, shape
 
 
 def _placement(adv: list[int], rank: int, nb: int) -> tuple[bool, list[int]]:

@@ -258,19 +258,7 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int],
     rd = _ints(rhs_dilation or (1,) * nsp)
     ksz = [b.shape[d] for d in labels.kernel_spatial]
     isz = [a.shape[d] for d in labels.input_spatial]
-    if isinstance(padding, str):
-        pads = []
-        for i in range(nsp):
-            if padding.upper() == "VALID":
-                pads.append((0, 0))
-                continue
-            in_d = (isz[i] - 1) * ld[i] + 1
-            k_d = (ksz[i] - 1) * rd[i] + 1
-            out_d = -(-in_d // strides[i])
-            total = max((out_d - 1) * strides[i] + k_d - in_d, 0)
-            pads.append((total // 2, total - total // 2))
-    else:
-        pads = [(int(lo), int(hi)) for lo, hi in padding]
+    pads = _window_padding(padding, isz, ksz, strides, ld, rd, "conv_general_dilated")
     window = Window(tuple(WindowDim(ksz[i], strides[i], pads[i][0], pads[i][1], rd[i], ld[i])
                           for i in range(nsp)))
     et = dtypes.to_ptype(preferred_element_type) if preferred_element_type is not None else None
@@ -280,6 +268,41 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int],
                 {"window": window, "dim_labels": labels,
                  "feature_group_count": int(feature_group_count),
                  "batch_group_count": int(batch_group_count)}, op_name="conv_general_dilated")
+
+
+def _window_padding(padding: str | Sequence[tuple[int, int]], sizes: Sequence[int],
+                    window: Sequence[int], strides: Sequence[int], base_dilation: Sequence[int],
+                    window_dilation: Sequence[int], op: str) -> list[tuple[int, int]]:
+    """(low, high) padding per windowed dim, as JAX computes it: "VALID" (none), "SAME" /
+    "SAME_LOWER" (output size ceil(in / stride), the odd element of padding high / low), or an
+    explicit [(lo, hi), ...] (negative values crop). Sizes are taken after dilation."""
+    n = len(sizes)
+    if isinstance(padding, str):
+        kind = padding.upper()
+        if kind not in ("VALID", "SAME", "SAME_LOWER"):
+            raise trace_error(f"{op}: padding must be 'VALID', 'SAME', 'SAME_LOWER' or "
+                              f"[(lo, hi), ...], got {padding!r}")
+        pads = []
+        for i in range(n):
+            if kind == "VALID":
+                pads.append((0, 0))
+                continue
+            in_d = (sizes[i] - 1) * base_dilation[i] + 1
+            k_d = (window[i] - 1) * window_dilation[i] + 1
+            out_d = -(-in_d // strides[i])
+            total = max((out_d - 1) * strides[i] + k_d - in_d, 0)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if kind == "SAME" else (big, small))
+        return pads
+    try:
+        pads = [(int(lo), int(hi)) for lo, hi in padding]
+    except (TypeError, ValueError):
+        raise trace_error(f"{op}: padding must be 'VALID', 'SAME', 'SAME_LOWER' or "
+                          f"[(lo, hi), ...], got {padding!r}") from None
+    if len(pads) != n:
+        raise trace_error(f"{op}: padding has {len(pads)} (lo, hi) pairs for {n} windowed "
+                          "dimensions")
+    return pads
 
 
 def conv(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any) -> Tracer:
@@ -327,18 +350,20 @@ def get_tuple_element(t: Tracer, i: int) -> Tracer:
 @eager_ok
 def reduce_window(operand: Any, init_value: Any, computation: Any,
                   window_dimensions: Sequence[int], window_strides: Sequence[int] | None = None,
-                  padding: Sequence[tuple[int, int]] | None = None,
+                  padding: str | Sequence[tuple[int, int]] | None = None,
                   base_dilation: Sequence[int] | None = None,
                   window_dilation: Sequence[int] | None = None) -> Tracer:
     """HLO `reduce-window` of one operand. `computation` is a Python reducer of two scalars
-    (or an Opcode such as Opcode.ADD)."""
+    (or an Opcode such as Opcode.ADD); `padding` as in JAX: "VALID", "SAME", "SAME_LOWER" or
+    [(lo, hi), ...] per dimension."""
     x = as_tracer(operand)
     init = as_tracer(init_value, x.ptype)
     n = x.ndim
     strides = _ints(window_strides or (1,) * n)
-    pads = [(int(a), int(b)) for a, b in (padding or [(0, 0)] * n)]
     bd = _ints(base_dilation or (1,) * n)
     wd = _ints(window_dilation or (1,) * n)
+    pads = _window_padding(padding if padding is not None else "VALID", x.shape,
+                           _ints(window_dimensions), strides, bd, wd, "reduce_window")
     window = Window(tuple(WindowDim(int(window_dimensions[i]), strides[i], pads[i][0],
                                     pads[i][1], wd[i], bd[i]) for i in range(n)))
     if isinstance(computation, Opcode):

@@ -161,7 +161,6 @@ cos = _make_unary(Opcode.COS, "cos", True)
 tan = _make_unary(Opcode.TAN, "tan", True)
 erf = _make_unary(Opcode.ERF, "erf", True)
 logistic = _make_unary(Opcode.LOGISTIC, "logistic", True)
-sign = _make_unary(Opcode.SIGN, "sign", False)
 negative = _make_unary(Opcode.NEGATE, "negative", False)
 
 equal = _make_compare("EQ", "equal")
@@ -182,6 +181,16 @@ def abs(x: Any) -> Tracer:  # noqa: A001
 
 
 absolute = abs
+
+
+@eager_ok
+def sign(x: Any) -> Tracer:
+    """-1, 0 or 1 by the sign of x (NaN stays NaN). XLA's `sign` takes no unsigned operand:
+    for those the result is `x != 0` in x's type, as numpy's."""
+    t = as_tracer(x)
+    if t.ptype.is_unsigned_int:
+        return _lax.convert_element_type(not_equal(t, 0), t.ptype)
+    return _unary(Opcode.SIGN, "sign", t)
 
 
 def _round_like(opcode: Opcode, name: str, x: Any) -> Tracer:

@@ -123,11 +123,23 @@ def asarray(x: Any, dtype: Any = None) -> Tracer:
     if isinstance(x, (list, tuple)):
         if _contains_tracer(x):
             return _api().stack([asarray(v, dtype) for v in x])
-        x = np.asarray(x)
-        if x.dtype == np.float64:
-            x = x.astype(np.float32)
-        elif x.dtype == np.int64:
-            x = x.astype(np.int32)
+        try:
+            x = np.asarray(x)
+        except (ValueError, OverflowError) as e:  # ragged nesting
+            raise trace_error(f"asarray: {e}") from None
+        if x.dtype == np.object_:  # ints beyond 64 bits, None, other objects
+            raise trace_error(f"asarray: cannot make a numeric array of {x.ravel().tolist()}")
+        target = (dtypes.to_ptype(dtype) if dtype is not None else
+                  PT.F32 if x.dtype == np.float64 else PT.S32 if x.dtype.kind in "iu" else None)
+        if target is not None and target.is_integer and x.dtype.kind in "iu" and x.size:
+            info = np.iinfo(target.dtype)
+            lo, hi = int(x.min()), int(x.max())
+            if lo < info.min or hi > info.max:  # Python ints that would wrap silently
+                bad = lo if lo < info.min else hi
+                raise trace_error(f"asarray: Python int {bad} does not fit in {target.text} "
+                                  f"(range {info.min}..{info.max}); pass a dtype that holds it")
+        if dtype is None and target is not None:
+            x = x.astype(target.dtype)
     return as_tracer(x, dtypes.to_ptype(dtype) if dtype is not None else None)
 
 

@@ -7,6 +7,7 @@ root is the single output leaf or a tuple of all output leaves.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.errors import ArgumentError
 from xlc.frontend import pytree
 from xlc.frontend.tracer import (
     Builder,
@@ -25,6 +27,7 @@ from xlc.frontend.tracer import (
     push_builder,
     require_builder,
     trace_error,
+    user_code,
 )
 from xlc.hlo.ir import HloComputation, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -72,13 +75,17 @@ def _leaf_tracers(out: Any, what: str) -> tuple[list[Tracer], pytree.TreeDef]:
 
 
 def trace_to_module(fn: Callable[..., Any], in_tree: pytree.TreeDef, in_avals: Sequence[Aval],
-                    name: str, param_names: Sequence[str] | None = None) -> TracedModule:
+                    name: str, param_names: Sequence[str] | None = None,
+                    user_fn: Callable[..., Any] | None = None) -> TracedModule:
     """Trace `fn(*args)` where args = unflatten(in_tree, parameters) (`in_tree` must describe a
-    tuple) into a new module `jit_<name>` with entry computation `main`."""
+    tuple) into a new module `jit_<name>` with entry computation `main`.
+
+    `user_fn` is the user's function that `fn` stages (when `fn` is a wrapper): lines in its
+    source file are the user's lines in metadata and errors, even inside the xlc package."""
     module = HloModule(f"jit_{name}")
     entry = module.new_computation("main", entry=True)
     builder = Builder(module, entry, f"jit({name})", what=f"function {name}")
-    with push_builder(builder):
+    with push_builder(builder), user_code(user_fn):
         params = []
         for i, av in enumerate(in_avals):
             pname = param_names[i] if param_names else f"Arg_{i}"
@@ -99,6 +106,31 @@ def trace_to_module(fn: Callable[..., Any], in_tree: pytree.TreeDef, in_avals: S
               len(module.computations), len(entry.instructions))
     avals = [Aval(t.ptype, t.shape, t.weak_type) for t in outs]
     return TracedModule(module, out_tree, avals, root_is_tuple)
+
+
+def check_argnums(name: str, params: list[inspect.Parameter], static_nums: frozenset[int],
+                   static_names: frozenset[str], donate_nums: frozenset[int]) -> None:
+    """ArgumentError at jit() time for static/donated argument numbers or names that the
+    function's signature cannot have (as JAX checks), and for a donated static argument."""
+    kinds = {p.kind for p in params}
+    npos = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if inspect.Parameter.VAR_POSITIONAL not in kinds:
+        for what, nums in (("static_argnums", static_nums), ("donate_argnums", donate_nums)):
+            bad = sorted(n for n in nums if not -npos <= n < npos)
+            if bad:
+                raise ArgumentError(f"jit({name}): {what} {bad} out of range: the function "
+                                    f"takes {npos} positional argument(s)")
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        known = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+        bad_names = sorted(static_names - known)
+        if bad_names:
+            raise ArgumentError(f"jit({name}): static_argnames {bad_names} name no parameter "
+                                f"of the function (it has {sorted(known)})")
+    both = sorted(n for n in donate_nums if n in static_nums or n + npos in static_nums
+                  or n - npos in static_nums)
+    if both:
+        raise ArgumentError(f"jit({name}): argument(s) {both} are both static and donated; "
+                            "only arrays passed dynamically can be donated")
 
 
 def finalize_module(module: HloModule) -> None:

@@ -11,6 +11,7 @@ Errors raised while tracing are `TraceError`s naming the user's `file:line`.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -33,12 +34,79 @@ _XLC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 # ---- user locations -------------------------------------------------------------------------
+# Frames in the xlc package are library frames and skipped when looking for the user's line,
+# except frames in the source file of a function being traced by `xlc.jit` (`user_code`): a
+# program that lives inside the package (xlc/demo.py) is the user's code while it is traced.
+# Without this, every op of such a program would point at the first frame outside the package,
+# e.g. the `xlc` console script. The op library itself (xlc/frontend, xlc/hlo) never counts as
+# user code: `xlc.jit(xlc.nn.softmax)` reports the line that called it, as JAX does.
+_OP_LIBRARY_DIRS = tuple(os.path.join(_XLC_DIR, d) + os.sep for d in ("frontend", "hlo"))
+
+
+def _user_files() -> list[str]:
+    files = getattr(_state, "user_files", None)
+    if files is None:
+        files = _state.user_files = []
+    return files
+
+
+def source_file(fn: Any) -> str | None:
+    """The file defining `fn` (through functools.wraps wrappers, partials, jitted functions
+    and callable objects), or None when it has no Python source (builtins)."""
+    seen = 0
+    while seen < 100:  # unwrap chains; bounded against self-referencing wrappers
+        seen += 1
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    if code is None and not isinstance(fn, type):  # a callable object: its __call__ method
+        call = next((k.__dict__["__call__"] for k in type(fn).__mro__
+                     if "__call__" in k.__dict__), None)
+        code = getattr(call, "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+class user_code:
+    """Context manager: while active, frames in `fn`'s source file count as the user's code
+    (for metadata and error locations) even when the file is inside the xlc package, unless it
+    is part of the op library (xlc/frontend, xlc/hlo)."""
+
+    def __init__(self, fn: Any):
+        file = source_file(fn) if fn is not None else None
+        self.file = None if file is None or file.startswith(_OP_LIBRARY_DIRS) else file
+
+    def __enter__(self) -> None:
+        _user_files().append(self.file or "")
+
+    def __exit__(self, *exc: Any) -> None:
+        _user_files().pop()
+
+
+def _is_library_file(filename: str) -> bool:
+    if filename.startswith("<frozen"):
+        return True
+    return filename.startswith(_XLC_DIR) and filename not in _user_files()
+
+
+def _is_console_script(frame: Any) -> bool:
+    """The `xlc` console-script wrapper (`from xlc.cli import main; sys.exit(main())`)."""
+    main = frame.f_globals.get("main")
+    return frame.f_globals.get("__name__") == "__main__" and \
+        getattr(main, "__module__", None) == "xlc.cli"
+
+
 def user_frame() -> tuple[str, int] | None:
-    """(file, line) of the innermost stack frame outside the xlc package, or None."""
+    """(file, line) of the innermost stack frame of the user's code: outside the xlc package,
+    or in the file of a function being traced (see `user_code`); None if there is none (e.g.
+    `xlc compile xlc.nn:softmax` traces only library code)."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_XLC_DIR) and not fn.startswith("<frozen"):
+        if not _is_library_file(fn) and not _is_console_script(f):
             return fn, f.f_lineno
         f = f.f_back  # type: ignore[assignment]
     return None
@@ -193,6 +261,12 @@ def constant(value: Any, ptype: PrimitiveType | None = None, weak: bool = False)
             ptype, weak = dtypes.python_scalar_type(value), True
         else:
             ptype = PrimitiveType.from_dtype(np.asarray(value).dtype)
+    if isinstance(value, int) and not isinstance(value, bool) and ptype.is_integer:
+        info = np.iinfo(ptype.dtype)
+        if not info.min <= value <= info.max:  # would wrap silently (numpy 2 refuses too)
+            raise trace_error(f"Python int {value} does not fit in {ptype.text} (range "
+                              f"{info.min}..{info.max}), the type it takes here; use an array "
+                              "of a wider integer type")
     arr = np.asarray(value).astype(ptype.dtype)
     return emit(Opcode.CONSTANT, Shape.array(ptype, arr.shape), (), {"literal": Literal(arr)},
                 op_name="constant", weak=weak)

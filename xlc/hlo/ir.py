@@ -24,7 +24,8 @@ class HloInstruction:
     `extra` holds unknown attributes as raw text (metadata, backend_config, ...), in order."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "attrs", "called", "extra",
-                 "control_predecessors", "users", "parent", "uid", "__weakref__")
+                 "_control_preds", "control_successors", "users", "parent", "uid",
+                 "source_loc", "__weakref__")
 
     def __init__(self, opcode: Opcode, shape: Shape, operands: Sequence[HloInstruction] = (),
                  attrs: Mapping[str, Any] | None = None,
@@ -37,10 +38,30 @@ class HloInstruction:
         self.attrs: Attrs = attrs if isinstance(attrs, Attrs) else Attrs(attrs or {})
         self.called: tuple[HloComputation, ...] = tuple(called)
         self.extra: tuple[tuple[str, str], ...] = tuple(extra)
-        self.control_predecessors: tuple[HloInstruction, ...] = ()
+        self._control_preds: tuple[HloInstruction, ...] = ()
+        # The reverse edges of `control_predecessors`, kept in step by its setter.
+        self.control_successors: list[HloInstruction] = []
         self.users: list[HloInstruction] = []
         self.parent: HloComputation | None = None
         self.uid = next(_uid)
+        # (file, line, column) of the definition when parsed from HLO text (verifier errors
+        # report it); None for instructions built in code.
+        self.source_loc: tuple[str, int, int] | None = None
+
+    @property
+    def control_predecessors(self) -> tuple[HloInstruction, ...]:
+        """Instructions that must run before this one although no data flows between them."""
+        return self._control_preds
+
+    @control_predecessors.setter
+    def control_predecessors(self, preds: Sequence[HloInstruction]) -> None:
+        for p in self._control_preds:
+            if self in p.control_successors:
+                p.control_successors.remove(self)
+        self._control_preds = tuple(preds)
+        for p in self._control_preds:
+            if self not in p.control_successors:
+                p.control_successors.append(self)
 
     # ---- simple queries -------------------------------------------------------------------
     def operand(self, i: int) -> HloInstruction:
@@ -125,10 +146,9 @@ class HloInstruction:
         assert new is not self
         for u in list(self.users):
             u.replace_operand_with(self, new)
-        for u in list(self.parent.instructions if self.parent else ()):
-            if self in u.control_predecessors:
-                u.control_predecessors = tuple(new if p is self else p
-                                               for p in u.control_predecessors)
+        for u in list(self.control_successors):
+            u.control_predecessors = tuple(new if p is self else p
+                                           for p in u.control_predecessors)
         if self.parent is not None and self.parent.root is self:
             self.parent.root = new
 
@@ -138,11 +158,8 @@ class HloInstruction:
 
     def drop_control_dependencies(self) -> None:
         self.control_predecessors = ()
-        if self.parent is not None:
-            for u in self.parent.instructions:
-                if self in u.control_predecessors:
-                    u.control_predecessors = tuple(p for p in u.control_predecessors
-                                                   if p is not self)
+        for u in list(self.control_successors):
+            u.control_predecessors = tuple(p for p in u.control_predecessors if p is not self)
 
     def clone_with(self, operands: Sequence[HloInstruction] | None = None,
                    shape: Shape | None = None, name: str = "", **attr_updates: Any
@@ -226,9 +243,8 @@ class HloComputation:
         for o in set(inst.operands):
             if inst in o.users:
                 o.users.remove(inst)
-        for u in self.instructions:
-            if inst in u.control_predecessors:
-                u.control_predecessors = tuple(p for p in u.control_predecessors if p is not inst)
+        for u in list(inst.control_successors):
+            u.control_predecessors = tuple(p for p in u.control_predecessors if p is not inst)
         if inst.opcode is Opcode.PARAMETER:
             self.parameters[inst.parameter_number] = None  # type: ignore[call-overload]
         inst.parent = None

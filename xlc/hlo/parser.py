@@ -306,6 +306,8 @@ def _parse_signature(cur: Cursor) -> tuple[Shape | None, int]:
 def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
                        names: dict[str, HloInstruction]
                        ) -> tuple[HloInstruction, bool, list[tuple[str, int]]]:
+    cur.skip()
+    start = cur.pos
     is_root = cur.keyword("ROOT")
     cur.skip()
     name_pos = cur.pos
@@ -392,6 +394,7 @@ def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
         log.debug("renamed instruction %s in %s to %s", name, comp.name, unique)
     state.inst_names.add(unique)
     inst = HloInstruction(opcode, shape, operands, Attrs(attrs), (), unique, extra)
+    inst.source_loc = (cur.filename, *cur.line_col(start))
     comp.add_instruction(inst, unique_name=False)
     state.module.reserve_name(unique)
     names[name] = inst

@@ -77,8 +77,9 @@ def instruction_error(inst: HloInstruction, message: str,
     """`VerificationError` naming `inst` and its computation, with the text around it."""
     where = comp or inst.parent
     cname = where.name if where is not None else "?"
+    loc = inst.source_loc
     return VerificationError(f"instruction '{inst.name}' in computation '{cname}': {message}\n"
-                             + _context(inst))
+                             + _context(inst), *(loc or ()))
 
 
 def _comp_error(comp: HloComputation, rule: str, details: str) -> VerificationError:

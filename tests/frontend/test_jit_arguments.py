@@ -1,0 +1,158 @@
+"""Bad arguments to `xlc.jit` and to jitted functions: each is an ArgumentError (or, inside a
+trace, a TraceError at the user's line) saying which argument and why — never a bare TypeError
+or OverflowError, and never a silently wrapped value."""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+import xlc.numpy as xnp
+
+import xlc
+
+X = np.ones((2, 3), np.float32)
+
+
+def at_line(fn, offset: int) -> str:
+    """`(at <this file>:<line>)` as a regex, for the line `offset` lines below `def fn`."""
+    line = inspect.getsourcelines(fn)[1] + offset
+    return re.escape(f"(at {__file__}:{line})") + "$"
+
+
+def test_wrong_number_of_arguments_to_a_jitted_function() -> None:
+    def f(x, y):
+        return x + y
+
+    g = xlc.jit(f)
+    with pytest.raises(xlc.ArgumentError, match=r"^f: missing a required argument: 'y'$"):
+        g(X)
+    with pytest.raises(xlc.ArgumentError, match=r"^f: too many positional arguments$"):
+        g(X, X, X)
+    with pytest.raises(xlc.ArgumentError, match=r"^f: got an unexpected keyword argument 'z'$"):
+        g(X, y=X, z=X)
+    with pytest.raises(xlc.ArgumentError, match=r"^f: missing a required argument: 'y'$"):
+        g.lower(X)
+    assert g.cache_info()["size"] == 0
+    np.testing.assert_array_equal(g(X, y=X), 2 * X)
+
+
+def test_jit_checks_static_and_donated_argument_numbers() -> None:
+    def f(x, n=1):
+        return x * n
+
+    with pytest.raises(xlc.ArgumentError, match=r"^jit\(f\): static_argnums \[2\] out of "
+                                                r"range: the function takes 2 positional"):
+        xlc.jit(f, static_argnums=2)
+    with pytest.raises(xlc.ArgumentError, match=r"^jit\(f\): donate_argnums \[-3\] out of "
+                                                r"range"):
+        xlc.jit(f, donate_argnums=-3)
+    with pytest.raises(xlc.ArgumentError, match=r"^jit\(f\): static_argnames \['m'\] name no "
+                                                r"parameter of the function \(it has "
+                                                r"\['n', 'x'\]\)$"):
+        xlc.jit(f, static_argnames=("n", "m"))
+    with pytest.raises(xlc.ArgumentError, match=r"^jit\(f\): argument\(s\) \[-1\] are both "
+                                                r"static and donated"):
+        xlc.jit(f, static_argnames="n", donate_argnums=-1)
+    with pytest.raises(xlc.ArgumentError, match=r"^jit: expected a function, got int 3$"):
+        xlc.jit(3)  # type: ignore[arg-type]
+
+    def varargs(*xs, **kw):
+        return xs[0] * kw["k"]
+
+    h = xlc.jit(varargs, static_argnums=1, static_argnames="k")  # nothing to check against
+    np.testing.assert_array_equal(h(X, 7, k=2), 2 * X)
+
+
+def test_python_int_arguments_must_fit_s32() -> None:
+    f = xlc.jit(lambda x, n: x * n)
+    with pytest.raises(xlc.ArgumentError, match=r"^lambda: argument 1 \('n'\): Python int "
+                                                r"1099511627776 does not fit in s32, the type "
+                                                r"of Python int arguments; pass a numpy value "
+                                                r"such as np\.int64\(1099511627776\)$"):
+        f(X, 2**40)
+    assert f(np.int64(3), np.int64(2**40)) == 3 * 2**40
+
+
+def test_shape_dtype_validates() -> None:
+    with pytest.raises(xlc.ArgumentError, match=r"^unsupported dtype 'float99': expected a "
+                                                r"numpy dtype or type name"):
+        xlc.ShapeDtype((2,), "float99")
+    with pytest.raises(xlc.ArgumentError, match=r"^ShapeDtype: dimensions must be >= 0, got "
+                                                r"\(2, -1\)$"):
+        xlc.ShapeDtype((2, -1), np.float32)
+    with pytest.raises(xlc.ArgumentError, match=r"^ShapeDtype: shape must be a sequence of "
+                                                r"ints, got \(2\.5,\)$"):
+        xlc.ShapeDtype((2.5,), np.float32)
+    assert xlc.ShapeDtype([np.int64(2), 3], "bf16").shape == (2, 3)
+
+
+def test_python_int_constants_never_wrap() -> None:
+    def add_big(x):
+        return x + 2**40
+
+    with pytest.raises(xlc.TraceError, match=r"^Python int 1099511627776 does not fit in s32 "
+                                             r"\(range -2147483648\.\.2147483647\), the type it "
+                                             r"takes here; use an array of a wider integer type "
+                       + at_line(add_big, 1)):
+        xlc.jit(add_big)(np.int32(1))
+    assert xlc.jit(add_big)(np.int64(1)) == 2**40 + 1  # fits s64: fine
+
+    with pytest.raises(xlc.TraceError, match=r"^Python int -1 does not fit in u8 \(range "
+                                             r"0\.\.255\)"):
+        xlc.jit(lambda x: x + (-1))(np.uint8(1))
+    with pytest.raises(xlc.TraceError, match=r"^Python int 300 does not fit in s8"):
+        xlc.jit(lambda x: xnp.full((2,), 300, np.int8))(X)
+    assert xlc.jit(lambda x: x + 255)(np.uint8(0)) == 255
+
+
+def test_asarray_of_lists_checks_the_values() -> None:
+    with pytest.raises(xlc.TraceError, match=r"^asarray: Python int 1099511627776 does not fit "
+                                             r"in s32 \(range -2147483648\.\.2147483647\); pass "
+                                             r"a dtype that holds it"):
+        xlc.jit(lambda x: xnp.asarray([1, 2**40]) + x)(np.int32(0))
+    got = xlc.jit(lambda x: xnp.asarray([1, 2**40], dtype=np.int64) + x)(np.int32(0))
+    assert got.dtype == np.int64 and got.tolist() == [1, 2**40]
+    with pytest.raises(xlc.TraceError, match=r"^asarray: Python int -1 does not fit in u8"):
+        xlc.jit(lambda x: xnp.asarray([-1, 2], dtype=np.uint8))(X)
+    with pytest.raises(xlc.TraceError, match=r"^asarray: cannot make a numeric array of "
+                                             r"\[1, 1180591620717411303424\]"):
+        xlc.jit(lambda x: xnp.asarray([1, 2**70]))(X)
+    with pytest.raises(xlc.TraceError, match=r"^asarray: .*inhomogeneous"):
+        xlc.jit(lambda x: xnp.asarray([[1], [2, 3]]))(X)
+
+
+def test_unknown_dtype_is_a_trace_error_at_the_users_line() -> None:
+    def f(x):
+        return x.astype("float99")
+
+    with pytest.raises(xlc.TraceError, match=r"^unsupported dtype 'float99': .*"
+                       + at_line(f, 1)):
+        xlc.jit(f)(X)
+
+
+def test_index_arrays_that_do_not_broadcast() -> None:
+    x = np.zeros((3, 3, 3), np.float32)
+    with pytest.raises(xlc.TraceError, match=r"^index: shapes \[2\] and \[\] and \[3\] cannot be "
+                                             r"broadcast together"):
+        xlc.jit(lambda a: a[np.array([0, 1]), 0, np.array([0, 1, 2])])(x)
+    with pytest.raises(xlc.TraceError, match=r"^index: shapes \[2\] and \[3\] cannot be "
+                                             r"broadcast together"):
+        xlc.jit(lambda a: a.at[np.array([0, 1]), np.array([0, 1, 2])].set(1.0))(x)
+
+
+def test_sign_of_unsigned_integers() -> None:
+    x = np.array([0, 1, 200], np.uint8)
+    got = xlc.jit(xnp.sign, backend="interpreter")(x)
+    assert got.dtype == np.uint8 and got.tolist() == [0, 1, 1]
+
+
+def test_interpreter_backend_runs_the_evaluator() -> None:
+    f = xlc.jit(lambda a, b: (a @ b.T, xnp.tanh(a).sum(axis=1)), backend="interpreter")
+    compiled = f.lower(X, X).compile()
+    assert compiled.backend == "interpreter"
+    mm, th = compiled(X, X)
+    np.testing.assert_allclose(mm, X @ X.T)
+    np.testing.assert_allclose(th, np.tanh(X).sum(axis=1), rtol=1e-6)
+    assert f(X, X)[0].shape == (2, 2) and f.cache_info() == {"hits": 0, "misses": 1, "size": 1}
