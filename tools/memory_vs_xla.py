@@ -1,22 +1,24 @@
 """Compare xlc's temp memory with XLA's on every corpus case.
 
-For each case: parse module.hlo, run the optimization pipeline (`xlc.passes.optimize`'s
-`interpreter_passes`: the standard passes - simplification, transpose folding, fusion,
-multi-output fusion, cleanup, copy insertion, memory scheduler - with the emitter-dependent
-fusions on: gather fusion and row fusion), then buffer assignment (validated), and print one
-row:
+For each case: parse module.hlo, run a backend's HLO pass pipeline through
+`xlc.api.optimize_module` (default `cpu`: `xlc.backend_cpu.compiler.cpu_passes`, exactly
+what `xlc.compile(..., backend="cpu")` runs - simplification, transpose folding, loop/input
+fusion with gather fusion, multi-output fusion, row fusion, cleanup, copy insertion, the
+memory scheduler - then buffer assignment with the CPU's 64-byte alignment), validate the
+buffer assignment, and print one row:
 
-    case | our temp | XLA temp | lower bound | ratio | our fusions | XLA fusions | compile ms
+    case | our temp | XLA temp | lower bound | vs XLA | vs bound | fusions | XLA fusions | ms
 
-`lower bound` is the peak of simultaneously live temp bytes under our schedule (no
-fragmentation). `--xla-hlo` assigns XLA's own optimized.hlo instead (same fusion decisions as
-XLA: isolates scheduling + assignment). Usage:
+`XLA temp` is `temp_size_in_bytes` from the case's meta.json (XLA's CPU compiler), `lower
+bound` the peak of simultaneously live temp bytes under our schedule (no fragmentation), `ms`
+the wall time of parsing plus the whole pipeline. `--backend gpu` runs the GPU pipeline
+(`gpu_passes`: no row or gather fusion, 256-byte alignment), `--backend interpreter` the
+interpreter's (`interpreter_passes`, the same passes as CPU today). `--xla-hlo` assigns XLA's
+own optimized.hlo instead (XLA's fusion decisions: copy insertion, our schedule and buffer
+assignment only; isolates scheduling + assignment). Usage:
 
-    python tools/memory_vs_xla.py [--corpus ../shared/corpus] [--xla-hlo | --standard]
-                                  [--json out.json]
-
-`--standard` runs `standard_passes` alone (what CPU/GPU-like pipelines without gather and row
-fusion emitters get).
+    python tools/memory_vs_xla.py [--corpus ../shared/corpus] [--backend cpu|gpu|interpreter]
+                                  [--xla-hlo] [--json out.json] [case ...]
 """
 from __future__ import annotations
 
@@ -30,76 +32,49 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from xlc.api import optimize_module  # noqa: E402
 from xlc.hlo.ir import HloModule  # noqa: E402
 from xlc.hlo.opcodes import Opcode  # noqa: E402
 from xlc.hlo.parser import parse_module  # noqa: E402
-from xlc.passes.buffer_assignment import assign_buffers  # noqa: E402
+from xlc.options import CompileOptions  # noqa: E402
+from xlc.passes.buffer_assignment import BufferAssignment, assign_buffers  # noqa: E402
 from xlc.passes.buffer_validator import validate_buffer_assignment  # noqa: E402
 from xlc.passes.copy_insertion import CopyInsertion  # noqa: E402
 from xlc.passes.scheduler import MemoryScheduler  # noqa: E402
 
-
-def optimization_passes() -> list[Any]:
-    """The passes that exist right now: simplification, fusion, multi-output fusion."""
-    passes: list[Any] = []
-    try:
-        from xlc.passes import simplification_pipeline
-
-        passes.append(simplification_pipeline())
-    except ImportError:
-        pass
-    try:
-        from xlc.passes.fusion import InstructionFusion
-
-        passes.append(InstructionFusion())
-    except ImportError:
-        pass
-    try:
-        from xlc.passes.multi_output_fusion import MultiOutputFusion
-
-        passes.append(MultiOutputFusion())
-    except ImportError:
-        pass
-    return passes
-
-
-def _standard_optimizer(plain: bool = False) -> Any:
-    """`xlc.passes.optimize.optimize_module` with the interpreter's pass list (the standard
-    passes with every emitter-dependent fusion enabled: gather and row fusion), or with
-    `plain` the standard list alone (what backends without those emitters get)."""
-    try:
-        from xlc.options import default_options
-        from xlc.passes.optimize import interpreter_passes, optimize_module, standard_passes
-    except ImportError:
-        return None
-
-    def run(module: HloModule) -> Any:
-        opts = default_options()
-        passes = standard_passes(opts) if plain else interpreter_passes(opts)
-        return optimize_module(module, opts, passes=passes, name="interpreter")
-    return run
+BACKENDS = ("cpu", "gpu", "interpreter")
+WARM_UP = """
+HloModule warm_up
+ENTRY main {
+  p = f32[8] parameter(0)
+  ROOT n = f32[8] negate(p)
+}
+"""
 
 
 def count_fusions(module: HloModule) -> int:
+    """Fusion instructions outside fused computations."""
     return sum(1 for c in module.computations if not c.is_fusion_computation
                for i in c.instructions if i.opcode is Opcode.FUSION)
 
 
-def run_case(case_dir: Path, xla_hlo: bool, plain: bool = False) -> dict[str, Any]:
+def assign_xla_module(module: HloModule) -> BufferAssignment:
+    """XLA's optimized module as it is: copies, our schedule, buffer assignment."""
+    CopyInsertion().run(module)
+    MemoryScheduler().run(module)
+    return assign_buffers(module)
+
+
+def run_case(case_dir: Path, backend: str = "cpu", xla_hlo: bool = False) -> dict[str, Any]:
+    """One table row for the case in `case_dir` (see the module docstring)."""
     meta = json.loads((case_dir / "meta.json").read_text())
     text = (case_dir / ("optimized.hlo" if xla_hlo else "module.hlo")).read_text()
     start = time.perf_counter()
     module = parse_module(text)
-    standard = None if xla_hlo else _standard_optimizer(plain)
-    if standard is not None:  # the real pipeline: passes, copy insertion, schedule, assign
-        ba = standard(module).assignment
+    if xla_hlo:
+        ba = assign_xla_module(module)
     else:
-        if not xla_hlo:
-            for p in optimization_passes():
-                p.run(module)
-        CopyInsertion().run(module)
-        MemoryScheduler().run(module)
-        ba = assign_buffers(module)
+        ba = optimize_module(module, backend, CompileOptions(backend=backend)).assignment
     elapsed = time.perf_counter() - start
     validate_buffer_assignment(ba)
     stats = ba.stats()
@@ -112,6 +87,7 @@ def run_case(case_dir: Path, xla_hlo: bool, plain: bool = False) -> dict[str, An
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a text table with a summary line."""
     head = (f"{'case':<24} {'our temp':>10} {'XLA temp':>10} {'lower bd':>10} {'vs XLA':>7} "
             f"{'vs bd':>6} {'fus':>4} {'XLA fus':>7} {'compile ms':>10}")
     lines = [head, "-" * len(head)]
@@ -133,22 +109,28 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the table (and write it as JSON with `--json`)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
+    ap.add_argument("--backend", choices=BACKENDS, default="cpu",
+                    help="whose pass pipeline and alignment to use (default cpu)")
     ap.add_argument("--xla-hlo", action="store_true",
                     help="assign XLA's optimized.hlo instead of running our pipeline")
-    ap.add_argument("--standard", action="store_true",
-                    help="run `standard_passes` alone (no gather / row fusion)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     args = ap.parse_args(argv)
     cases = sorted(p for p in (args.corpus / "cases").iterdir() if (p / "module.hlo").exists())
     if args.cases:
+        unknown = set(args.cases) - {c.name for c in cases}
+        if unknown:
+            ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
         cases = [c for c in cases if c.name in args.cases]
+    # Import the backend's compiler module before timing anything.
+    optimize_module(parse_module(WARM_UP), args.backend, CompileOptions(backend=args.backend))
     rows = []
     for case in cases:
         try:
-            rows.append(run_case(case, args.xla_hlo, args.standard))
+            rows.append(run_case(case, args.backend, args.xla_hlo))
         except Exception as e:  # report and keep going: this is a benchmark table
             rows.append({"case": case.name, "error": f"{type(e).__name__}: {e}"[:200]})
     print(format_table(rows))

@@ -7,12 +7,12 @@ while/conditional/call results hold no buffers of their own, they read the calle
 Fusions, reduces and other embedded calls are evaluated as a whole by the evaluator."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from xlc.hlo.evaluator import Evaluator
-from xlc.hlo.ir import HloInstruction
+from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import ShapeIndex
 from xlc.passes.buffer_assignment import BufferAssignment
@@ -21,9 +21,12 @@ _FORWARDING = (Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST)
 
 
 def run_with_memory(ba: BufferAssignment, order: Sequence[HloInstruction] | None,
-                    args: Sequence[np.ndarray]):
+                    args: Sequence[np.ndarray],
+                    schedule: Mapping[HloComputation, Sequence[HloInstruction]] | None = None):
     """Execute the entry computation in `order` (default: the ordering's sequence, else post
-    order); while / conditional / call bodies run in their sequential order (or post order).
+    order); while / conditional / call bodies run in their sequence in `schedule`, else their
+    sequential order, else post order (pass `schedule` when the ordering constrains more than
+    data dependencies without being sequential, e.g. a PredecessorHloOrdering).
     Returns the root value (tuples as tuples)."""
     module = ba.module
     assert module.entry is not None and module.entry.root is not None
@@ -56,7 +59,9 @@ def run_with_memory(ba: BufferAssignment, order: Sequence[HloInstruction] | None
                 v = v[i]
             write(inst, idx, np.asarray(v, dtype=inst.shape.subshape(idx).dtype))
 
-    def sequence(comp) -> Sequence[HloInstruction]:
+    def sequence(comp: HloComputation) -> Sequence[HloInstruction]:
+        if schedule is not None and comp in schedule:
+            return schedule[comp]
         seq = ba.ordering.sequential_order(comp)
         return seq if seq is not None else comp.post_order()
 

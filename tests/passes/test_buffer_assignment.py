@@ -457,10 +457,13 @@ def test_loop_slot_is_free_between_last_read_and_new_value() -> None:
     times = {n: live.time(body.instruction(n)) for n in order}
     assert live.gaps[slot.id] == [TimeInterval(times["t"] + 1, times["new"] - 1)]
     assert len(live.set_intervals(slot)) == 2
-    # `a` lives only inside the gap: it is placed in the loop slot's (output) allocation
+    # `b` lives only inside the gap and `new` = add(b, t) may compute in place of it: `b` is
+    # placed in the loop slot's (output) allocation and hands it over to `new`
     out = ba.slice_of(m.entry.root)
-    assert ba.slice_of(body.instruction("a")) == out
-    assert ba.slice_of(body.instruction("b")) != out and ba.slice_of(body.instruction("t")) != out
+    assert ba.slice_of(body.instruction("b")) == out
+    assert ba.slice_of(body.instruction("a")) != out and ba.slice_of(body.instruction("t")) != out
+    assert any(sh.user is body.instruction("new") for sh in ba.shares)
+    assert ba.stats()["temp_bytes"] <= 2 * 1024 + 64   # t and a (+ the counter)
     x = np.linspace(-1, 1, 256).astype(np.float32)
     want = evaluate(m, [x])
     np.testing.assert_array_equal(run_with_memory(ba, None, [x]), want)

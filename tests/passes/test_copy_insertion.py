@@ -259,7 +259,8 @@ def test_call_graph_is_flattened_first() -> None:
 def build_random_loop(slots: list[tuple[str, int, int]], init_src: list[int],
                       outs: list[int]):
     """A loop over (s32[], f32[4] x n) running 3 times. Body slot j becomes: "keep" the old
-    slot a, "move" old slot a, "add" slots a+b, or "dus" slot a updated with slot b's head.
+    slot a, "move" old slot a, "add" slots a+b, "dus" slot a updated with slot b's head, or
+    "chain" negate(dot(sine(slot a), K)) (temps that may live in the slot's loop gap).
     Init slot j is entry value init_src[j] (parameters, a negation, a constant). Outputs pick
     from loop results and entry values (outs)."""
     from xlc.hlo.ir import HloModule
@@ -286,6 +287,14 @@ def build_random_loop(slots: list[tuple[str, int, int]], init_src: list[int],
             new.append(old[j] if kind == "keep" else x)
         elif kind == "add":
             new.append(body.add(Opcode.ADD, f32(4), (x, y), name=f"add{j}"))
+        elif kind == "chain":
+            sin = body.add(Opcode.SIN, f32(4), (x,), name=f"sin{j}")
+            k = const(body, np.arange(16, dtype=np.float32).reshape(4, 4) / 16,
+                      f32(4, 4), f"k{j}")
+            dot = body.add(Opcode.DOT, f32(4), (sin, k), {"lhs_contracting_dims": (0,),
+                                                          "rhs_contracting_dims": (0,)},
+                           name=f"dot{j}")
+            new.append(body.add(Opcode.NEGATE, f32(4), (dot,), name=f"neg{j}"))
         else:
             head = body.add(Opcode.SLICE, f32(2), (y,), {"slice": _slice02()}, name=f"hd{j}")
             k = const(body, 1, s32(), f"k{j}")
@@ -317,7 +326,8 @@ def _slice02():
 @example(slots=[("keep", 0, 0), ("move", 0, 0), ("keep", 0, 0), ("dus", 1, 0)],
          init_src=[0, 0, 0, 0], outs=[3])  # an in-place update moved to another slot
 @example(slots=[("move", 1, 0), ("move", 0, 0)], init_src=[2, 3, 0, 0], outs=[0, 1, 2])
-@given(st.lists(st.tuples(st.sampled_from(["keep", "move", "add", "dus"]), st.integers(0, 9),
+@given(st.lists(st.tuples(st.sampled_from(["keep", "move", "add", "dus", "chain"]),
+                          st.integers(0, 9),
                           st.integers(0, 9)), min_size=1, max_size=4),
        st.lists(st.integers(0, 9), min_size=4, max_size=4),
        st.lists(st.integers(0, 9), min_size=1, max_size=4))

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xlc.errors import ArgumentError
 from xlc.passes.dataflow import DataflowAnalysis
 from xlc.passes.heap_simulator import (
     Chunk,
@@ -48,8 +49,10 @@ def test_alignment_rounds_offsets() -> None:
     assert sorted(c.offset for c in r64.chunks.values()) == [0, 64, 128]
     assert sorted(c.offset for c in r256.chunks.values()) == [0, 256, 512]
     assert r256.heap_size == 522
-    with pytest.raises(ValueError, match="alignment must be positive, got 0"):
+    with pytest.raises(ArgumentError, match="alignment must be a positive power of two, got 0"):
         global_decreasing_size_best_fit(bufs, alignment=0)
+    with pytest.raises(ArgumentError, match="alignment must be a positive power of two, got 48"):
+        global_decreasing_size_best_fit(bufs, alignment=48)
 
 
 def test_temporal_order_can_beat_spatial() -> None:

@@ -138,3 +138,16 @@ def test_interpreter_pipeline_runs_correctly_through_its_memory(name: str) -> No
         assert len(got) == len(case.outputs)
         for g, want in zip(got, case.outputs):
             np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)
+
+
+@requires_corpus
+@pytest.mark.parametrize("name", CASES)
+def test_optimized_text_reparses_to_the_same_buffer_assignment(name: str) -> None:
+    """The scheduler leaves the module in its printed order, so the optimized module printed
+    and parsed again (what an `.xlc` file stores) assigns exactly the same buffers to exactly
+    the same allocations and offsets."""
+    from xlc.hlo.printer import print_module
+
+    _, opt = _interpreter_optimized(name)
+    again = assign_buffers(parse_module(print_module(opt.module)))
+    assert again.to_json()["allocations"] == opt.assignment.to_json()["allocations"]

@@ -203,6 +203,61 @@ def test_dump_only_before_optimizations_without_regex(tmp_path):
     assert os.listdir(tmp_path) == ["mod.0000.before_optimizations.hlo"]
 
 
+SOFTMAX = """
+HloModule sm
+max_f32 {
+  mx = f32[] parameter(0)
+  my = f32[] parameter(1)
+  ROOT mm = f32[] maximum(mx, my)
+}
+ENTRY main {
+  x = f32[8,32] parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[8] reduce(x, ninf), dimensions={1}, to_apply=max_f32
+  mb = f32[8,32] broadcast(m), dimensions={0}
+  d = f32[8,32] subtract(x, mb)
+  ROOT e = f32[8,32] exponential(d)
+}
+"""
+
+
+def test_optimize_module_dumps_passes_schedule_and_buffer_assignment(tmp_path):
+    """`optimize_module` with dumping on: the input, each matching changing pass, the final
+    scheduled module (printed in schedule order, re-parsed with the same schedule) and the
+    buffer-assignment report."""
+    from xlc.hlo.parser import parse_module
+    from xlc.passes.optimize import interpreter_passes, optimize_module
+
+    opts = CompileOptions(dump_to=str(tmp_path), dump_pass_re="fusion|scheduler", verify=True)
+    result = optimize_module(parse_module(SOFTMAX), opts, passes=interpreter_passes(opts))
+    files = sorted(os.listdir(tmp_path))
+    assert files == ["sm.0000.before_optimizations.hlo", "sm.0001.fusion.hlo",
+                     "sm.0002.row_fusion.hlo", "sm.0003.memory_scheduler.hlo",
+                     "sm.after_optimizations.hlo", "sm.buffer-assignment.txt"]
+    final = (tmp_path / "sm.after_optimizations.hlo").read_text()
+    filecheck(final, """
+        CHECK: HloModule sm, is_scheduled=true
+        CHECK: ENTRY
+        CHECK-NEXT: %x = f32[8,32]{1,0} parameter(0)
+        CHECK-NEXT: ROOT %loop_fusion = f32[8,32]{1,0} fusion(%x), kind=kLoop
+    """)
+    again = parse_module(final)
+    assert again.schedule is not None
+    assert [i.name for i in again.schedule[again.entry]] == \
+        [i.name for i in result.module.schedule[result.module.entry]]
+    report = (tmp_path / "sm.buffer-assignment.txt").read_text()
+    assert report == result.assignment.report()
+    filecheck(report, """
+        CHECK: BufferAssignment:
+        CHECK-NEXT: allocation 0: size 1024, parameter 0, shape |f32[8,32]{1,0}| at ShapeIndex {}:
+        CHECK: maybe-live-out
+        CHECK: BufferAssignment stats:
+    """)
+    names = [t.name for t in result.timings]
+    assert names[-1] == "buffer_assignment" and "fusion" in names
+    assert all(t.seconds >= 0 for t in result.timings)
+
+
 def test_simplification_pipeline_layout():
     p = simplification_pipeline()
     assert [e.name for e in p.passes] == ["call-inliner", "simplify"]
@@ -238,3 +293,18 @@ def test_filecheck_accepts():
 def test_filecheck_rejects(checks, msg):
     with pytest.raises(AssertionError, match=msg):
         filecheck(TEXT, checks)
+
+
+def test_bad_xlc_flags_value_is_an_argument_error(monkeypatch):
+    """A pipeline option with a bad value in XLC_FLAGS names the flag, not a pydantic field."""
+    from xlc.options import default_options
+
+    monkeypatch.setenv("XLC_FLAGS", "--verify --scheduler=fifo")
+    with pytest.raises(ArgumentError, match=r"^XLC_FLAGS: invalid value: --scheduler=fifo: "
+                                            r"Input should be 'default', 'list', 'dfs' or "
+                                            r"'post_order'$"):
+        default_options()
+    monkeypatch.setenv("XLC_FLAGS", "--constant-folding-limit=many")
+    with pytest.raises(ArgumentError, match=r"--constant-folding-limit=many: Input should be "
+                                            r"a valid integer"):
+        default_options()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from xlc.errors import ArgumentError
 from xlc.hlo.parser import parse_module
 from xlc.passes.buffer_assignment import assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
@@ -110,5 +111,6 @@ def test_scheduled_while_module_assigns_and_validates() -> None:
 
 
 def test_unknown_algorithm() -> None:
-    with pytest.raises(ValueError, match="unknown scheduler 'fifo'"):
+    with pytest.raises(ArgumentError, match=r"^unknown scheduler 'fifo' \(known: default, list, "
+                                             r"dfs, post_order\)$"):
         MemoryScheduler("fifo")

@@ -36,11 +36,13 @@ from xlc.passes.heap_simulator import (
     HeapResult,
     SharedUse,
     best_fit_heap,
+    check_alignment,
     chunk_alignment,
     no_fragmentation_peak,
     temp_heap_buffers,
 )
 from xlc.passes.ordering import HloOrdering, LiveRanges, SequentialHloOrdering
+from xlc.passes.scheduler import default_memory_schedule
 
 log = logging.getLogger("xlc.passes.buffer_assignment")
 
@@ -234,14 +236,6 @@ class BufferAssignment:
 
 
 # ---- the assigner ---------------------------------------------------------------------------
-def _default_schedule(module: HloModule) -> dict:
-    try:
-        from xlc.passes.scheduler import default_memory_schedule
-    except ImportError:  # pragma: no cover - scheduler always present in the package
-        return {c: c.post_order() for c in module.computations if not c.is_fusion_computation}
-    return default_memory_schedule(module)
-
-
 def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
                    alignment: int = CPU_ALIGNMENT, pointer_size: int = POINTER_SIZE,
                    reuse_operands: bool = True) -> BufferAssignment:
@@ -253,8 +247,9 @@ def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
     whole-module mode; any other ordering packs temps greedily with `may_interfere`."""
     if module.entry is None:
         raise VerificationError(f"module '{module.name}' has no entry computation")
+    check_alignment(alignment)
     if ordering is None:
-        ordering = SequentialHloOrdering(module, module.schedule or _default_schedule(module))
+        ordering = SequentialHloOrdering(module, module.schedule or default_memory_schedule(module))
     df = DataflowAnalysis(module, pointer_size)
     kinds = df.kinds
     live = None

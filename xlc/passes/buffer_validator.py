@@ -99,25 +99,29 @@ def _may_coexist(ba: BufferAssignment, a: LogicalBuffer, b: LogicalBuffer,
         for rb in ib:
             if not ra.overlaps(rb):
                 continue
-            if ra.end == rb.start and _legal_share(ba, sa, sb, shared):
+            if ra.end == rb.start and _legal_share(ba, sa, sb, rb.start, shared):
                 continue
-            if rb.end == ra.start and _legal_share(ba, sb, sa, shared):
+            if rb.end == ra.start and _legal_share(ba, sb, sa, ra.start, shared):
                 continue
             return True
     return False
 
 
-def _legal_share(ba: BufferAssignment, first: AliasSet, second: AliasSet,
+def _legal_share(ba: BufferAssignment, first: AliasSet, second: AliasSet, time: int,
                  shared: set[tuple[int, int]]) -> bool:
-    """`second` is defined by an instruction that reads `first` for the last time and may
-    reuse its buffer."""
-    if (first.id, second.id) not in shared or len(second.buffers) != 1:
+    """At logical time `time`, a buffer of `second` is defined by an instruction that reads
+    `first` for the last time and may reuse its buffer."""
+    if (first.id, second.id) not in shared:
         return False
-    buf = second.buffers[0]
-    user = buf.instruction
     df = ba.dataflow
-    for operand in user.operands:
-        if any(df.alias_set(ob) is first for ob in df.buffers_at(operand, ())):
-            if can_share_operand_buffer(operand, user, (), buf.index):
-                return True
+    live = ba.live_ranges
+    assert live is not None
+    for buf in second.buffers:
+        user = buf.instruction
+        if user.uid not in live.first or live.time(user) != time:
+            continue
+        for operand in user.operands:
+            if any(df.alias_set(ob) is first for ob in df.buffers_at(operand, ())):
+                if can_share_operand_buffer(operand, user, (), buf.index):
+                    return True
     return False

@@ -26,7 +26,7 @@ from xlc.hlo.attrs import Literal
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.dce import has_side_effect
-from xlc.passes.edit import control_predecessor_ids, remove_instructions, replace_uses
+from xlc.passes.edit import remove_instructions, replace_uses
 
 log = logging.getLogger("xlc.passes")
 
@@ -74,10 +74,10 @@ class ConstantFolding:
         self.limit = limit
         self.iota_user_limit = iota_user_limit
 
-    def should_fold(self, inst: HloInstruction, ctrl: set[int]) -> bool:
+    def should_fold(self, inst: HloInstruction) -> bool:
         """The legality and size checks listed in the module docstring."""
         if (inst.opcode in _NOT_FOLDED or not inst.operands or not inst.shape.is_array
-                or inst.control_predecessors or id(inst) in ctrl):
+                or inst.control_predecessors or inst.control_successors):
             return False
         if not all(_is_foldable_operand(o) for o in inst.operands):
             return False
@@ -110,10 +110,9 @@ class ConstantFolding:
         for comp in module.computations_post_order():
             if comp.is_fusion_computation:
                 continue
-            ctrl = control_predecessor_ids(comp)
             replaced: list[HloInstruction] = []
             for inst in comp.post_order():
-                if not self.should_fold(inst, ctrl):
+                if not self.should_fold(inst):
                     continue
                 arr = self.fold(inst)
                 if arr is None:
@@ -121,7 +120,7 @@ class ConstantFolding:
                 const = comp.add_instruction(HloInstruction(
                     Opcode.CONSTANT, inst.shape, (), {"literal": Literal(arr)}, name="constant",
                     extra=[kv for kv in inst.extra if kv[0] == "metadata"]))
-                replace_uses(comp, inst, const, ctrl)
+                replace_uses(comp, inst, const)
                 replaced.append(inst)
             if replaced:
                 # operands of folded instructions that are now unused are left for DCE

@@ -17,7 +17,7 @@ import logging
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.dce import has_side_effect
-from xlc.passes.edit import control_predecessor_ids, remove_instructions, replace_uses
+from xlc.passes.edit import remove_instructions, replace_uses
 
 log = logging.getLogger("xlc.passes")
 
@@ -26,8 +26,8 @@ _NEVER_CSE = frozenset({Opcode.PARAMETER, Opcode.AFTER_ALL, Opcode.RNG_BIT_GENER
                         Opcode.COPY})
 
 
-def _has_control_deps(inst: HloInstruction, successors: set[int]) -> bool:
-    return bool(inst.control_predecessors) or id(inst) in successors
+def _has_control_deps(inst: HloInstruction) -> bool:
+    return bool(inst.control_predecessors or inst.control_successors)
 
 
 def _cse_key(inst: HloInstruction) -> tuple:
@@ -43,15 +43,15 @@ def _cse_key(inst: HloInstruction) -> tuple:
 def _replace(comp: HloComputation, dup: HloInstruction, canon: HloInstruction,
              removed: list[HloInstruction]) -> None:
     # `dup` has no control edges (checked by the callers), so only data uses move.
-    replace_uses(comp, dup, canon, ctrl_ids=set())
+    replace_uses(comp, dup, canon)
     removed.append(dup)
 
 
-def _merge_constants(comp: HloComputation, ctrl: set[int]) -> int:
+def _merge_constants(comp: HloComputation) -> int:
     seen: dict[tuple, HloInstruction] = {}
     removed: list[HloInstruction] = []
     for inst in list(comp.instructions):
-        if inst.opcode is not Opcode.CONSTANT or _has_control_deps(inst, ctrl):
+        if inst.opcode is not Opcode.CONSTANT or _has_control_deps(inst):
             continue
         lit = inst.attrs.get("literal")
         if lit is None or getattr(lit, "elided", False):
@@ -65,12 +65,12 @@ def _merge_constants(comp: HloComputation, ctrl: set[int]) -> int:
     return remove_instructions(comp, removed)
 
 
-def _merge_identical(comp: HloComputation, ctrl: set[int]) -> int:
+def _merge_identical(comp: HloComputation) -> int:
     table: dict[tuple, list[HloInstruction]] = {}
     removed: list[HloInstruction] = []
     for inst in comp.post_order():
         if (inst.parent is not comp or inst.opcode in _NEVER_CSE
-                or inst.opcode is Opcode.CONSTANT or _has_control_deps(inst, ctrl)
+                or inst.opcode is Opcode.CONSTANT or _has_control_deps(inst)
                 or has_side_effect(inst)):
             continue
         bucket = table.setdefault(_cse_key(inst), [])
@@ -91,9 +91,8 @@ class CommonSubexpressionElimination:
         """Returns True iff some instruction was merged into another."""
         total = 0
         for comp in module.computations_post_order():
-            ctrl = control_predecessor_ids(comp)
-            total += _merge_constants(comp, ctrl)
-            total += _merge_identical(comp, ctrl)
+            total += _merge_constants(comp)
+            total += _merge_identical(comp)
         if total:
             log.debug("cse: merged %d instructions", total)
         return bool(total)

@@ -12,25 +12,16 @@ from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 
 
-def control_predecessor_ids(comp: HloComputation) -> set[int]:
-    """ids of the instructions of `comp` that are some instruction's control predecessor."""
-    return {id(p) for i in comp.instructions for p in i.control_predecessors}
-
-
-def replace_uses(comp: HloComputation, old: HloInstruction, new: HloInstruction,
-                 ctrl_ids: set[int] | None = None) -> None:
-    """Every use of `old` in `comp` (operands, the root slot and, when `old` is in `ctrl_ids` or
-    `ctrl_ids` is None, control edges) now refers to `new`. `old` stays in the computation."""
+def replace_uses(comp: HloComputation, old: HloInstruction, new: HloInstruction) -> None:
+    """Every use of `old` in `comp` (operands, the root slot and control edges) now refers to
+    `new`. `old` stays in the computation."""
     assert old is not new
     for u in list(old.users):
         u.replace_operand_with(old, new)
     if comp.root is old:
         comp.root = new
-    if ctrl_ids is None or id(old) in ctrl_ids:
-        for u in comp.instructions:
-            if old in u.control_predecessors:
-                u.control_predecessors = tuple(new if p is old else p
-                                               for p in u.control_predecessors)
+    for u in list(old.control_successors):
+        u.control_predecessors = tuple(new if p is old else p for p in u.control_predecessors)
 
 
 def remove_instructions(comp: HloComputation, dead: Iterable[HloInstruction]) -> int:
@@ -50,8 +41,9 @@ def remove_instructions(comp: HloComputation, dead: Iterable[HloInstruction]) ->
                 o.users.remove(d)
         d.parent = None
     comp.instructions = [i for i in comp.instructions if id(i) not in dead_ids]
-    for i in comp.instructions:
-        if i.control_predecessors and any(id(p) in dead_ids for p in i.control_predecessors):
+    for d in dead_list:
+        d.control_predecessors = ()
+        for i in list(d.control_successors):
             i.control_predecessors = tuple(p for p in i.control_predecessors
                                            if id(p) not in dead_ids)
     return len(dead_list)

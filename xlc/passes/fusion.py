@@ -8,10 +8,12 @@ ops, broadcast, reshape, transpose, slice, pad, concatenate, iota, dynamic-slice
 bitcast, scalar constants) are cloned into their consumers, which become `fusion` instructions
 of kind `kLoop` (elementwise / data-movement root) or `kInput` (a reduce root, variadic ones
 included, or reduce-window with `fuse_reduce_window`; one reduction per fusion). Dots,
-convolutions, sorts, custom-calls, control flow, gathers, scatters, rngs and reductions are
-never fused as producers; expensive producers are never duplicated nor recomputed per reused
-element; in-place dynamic-update-slice roots keep their buffer operand unfused; fusions stay
-within `max_fusion_operands` (operands + outputs) and `max_fusion_instructions`.
+convolutions, sorts, custom-calls, control flow, gathers (unless `fuse_gather`), scatters, rngs
+and reductions are never fused as producers; expensive producers are never duplicated nor
+recomputed per reused element; a cheap producer is duplicated into several consumers only when
+that keeps no more computed bytes alive than it writes (`duplication_error`); in-place
+dynamic-update-slice roots keep their buffer operand unfused; fusions stay within
+`max_fusion_operands` (operands + outputs) and `max_fusion_instructions`.
 
 The algorithm (XLA): visit consumers in reverse post order; for a consumer, try its operands in
 descending post-order position; after a successful fusion restart on the new fusion; loop until
@@ -23,6 +25,7 @@ nothing fuses. The decision is split into `fusion_legality_error` (can it be don
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -38,6 +41,7 @@ from xlc.passes.fusion_legality import (
     is_fusible_computation,
     is_loop_fusible_producer,
     reuses_operand_elements,
+    unique_operands,
 )
 from xlc.passes.fusion_utils import (
     create_fusion,
@@ -49,7 +53,7 @@ from xlc.passes.fusion_utils import (
 
 log = logging.getLogger("xlc.passes.fusion")
 
-__all__ = ["InstructionFusion", "fusion_priority", "creates_cycle"]
+__all__ = ["InstructionFusion", "creates_cycle", "fusion_priority", "kept_alive_sources"]
 
 
 def fusion_priority(producer: HloInstruction, consumer: HloInstruction) -> int:
@@ -72,6 +76,41 @@ def creates_cycle(producer: HloInstruction, consumer: HloInstruction) -> bool:
     duplicated producer keeps feeding its other users, so every path still runs forward.
     (Multi-output fusion, which merges unrelated instructions, checks reachability instead.)"""
     return not any(o is producer for o in consumer.operands)
+
+
+def _free_to_keep_alive(inst: HloInstruction) -> bool:
+    """Values that cost no memory to read from several fusions: parameters and constants (their
+    buffers live through the whole computation whatever fusion does) and effective scalars."""
+    return (inst.opcode in (Opcode.PARAMETER, Opcode.CONSTANT)
+            or (inst.shape.is_array and inst.shape.num_elements <= 1))
+
+
+_SOURCE_DEPTH = 8
+"""How far `kept_alive_sources` looks through cheap effectively-unary producers."""
+
+
+def kept_alive_sources(producer: HloInstruction,
+                       fusible: Callable[[HloInstruction], bool] = is_loop_fusible_producer,
+                       ) -> list[HloInstruction]:
+    """The computed values a fused copy of `producer` would read: its operands, looking through
+    cheap, effectively unary producers (`broadcast(v)`, `is-finite(v)`, `maximum(v, -inf)`),
+    which fuse along and read their own source instead. Parameters, constants and scalars are
+    left out (free to keep alive, see `_free_to_keep_alive`). `fusible` says which producers
+    fuse (default `is_loop_fusible_producer`)."""
+    found: dict[int, HloInstruction] = {}
+    seen: set[int] = set()
+    stack = [(o, 0) for o in producer.operands]
+    while stack:
+        inst, depth = stack.pop()
+        if inst.uid in seen or _free_to_keep_alive(inst):
+            continue
+        seen.add(inst.uid)
+        if (depth < _SOURCE_DEPTH and not inst.opcode.is_expensive
+                and fusible(inst) and effectively_at_most_unary(inst)):
+            stack.extend((o, depth + 1) for o in inst.operands)
+        else:
+            found[inst.uid] = inst
+    return list(found.values())
 
 
 class InstructionFusion:
@@ -163,7 +202,11 @@ class InstructionFusion:
         """Why fusing `producer` into `consumer` must not duplicate it, or None. A producer with
         other users is duplicated; allowed only for cheap producers that are effectively unary,
         read no more bytes than they write, or fuse into all their users (XLA's
-        ComputeGloballyUnfusible)."""
+        ComputeGloballyUnfusible) while keeping no more computed bytes alive than they write
+        (`kept_alive_sources`). The last condition is xlc's: duplicating `add(a, b)` of two
+        computed values into all its users keeps both `a` and `b` alive until the last user
+        instead of one buffer for the sum, and along a chain (a transformer's residual stream)
+        every fusion would recompute, and keep alive, every earlier term."""
         others = [u for u in producer.users if u is not consumer]
         if not others:
             return None
@@ -173,12 +216,16 @@ class InstructionFusion:
             return "expensive producer would be duplicated"
         if effectively_at_most_unary(producer):
             return None
-        in_bytes = sum(o.shape.byte_size() for o in set(producer.operands))
-        if in_bytes <= producer.shape.byte_size():
+        out_bytes = producer.shape.byte_size()
+        operands = unique_operands([producer])
+        if sum(o.shape.byte_size() for o in operands) <= out_bytes:
             return None
-        if all(self.can_fuse(producer, u) for u in others):
-            return None
-        return "producer does not fuse into all its users"
+        if not all(self.can_fuse(producer, u) for u in others):
+            return "producer does not fuse into all its users"
+        sources = kept_alive_sources(producer, self._fusible_producer)
+        if sum(o.shape.byte_size() for o in sources) > out_bytes:
+            return "duplicating would keep more computed bytes alive than the producer writes"
+        return None
 
     def should_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
         """Legal, allowed to duplicate, and worth it."""

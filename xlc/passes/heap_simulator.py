@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from xlc.errors import ArgumentError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.dataflow import AliasSet, DataflowAnalysis, can_share_operand_buffer
@@ -93,6 +94,12 @@ def _align(x: int, alignment: int) -> int:
     return (x + alignment - 1) // alignment * alignment
 
 
+def check_alignment(alignment: int) -> None:
+    """Raise ArgumentError unless `alignment` is a positive power of two (bytes)."""
+    if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+        raise ArgumentError(f"alignment must be a positive power of two, got {alignment!r}")
+
+
 def chunk_alignment(size: int, alignment: int) -> int:
     """The offset alignment a buffer of `size` bytes needs when the backend's alignment is
     `alignment` (a power of two): the full `alignment` for buffers of at least that many
@@ -126,8 +133,7 @@ def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: in
     unique keys. Guarantees: every offset is a multiple of the buffer's own `alignment` when
     set (non-zero), else of `alignment`; buffers whose intervals overlap in time get disjoint
     chunks; zero-size buffers get (0, 0)."""
-    if alignment < 1:
-        raise ValueError(f"alignment must be positive, got {alignment}")
+    check_alignment(alignment)
     items = sorted(buffers, key=ORDERS[order])
     # placed groups as parallel arrays: time hull, chunk, and the group (for exact checks)
     lo = np.empty(len(items), np.int64)
@@ -240,30 +246,49 @@ class SharedUse:
 def temp_heap_buffers(dataflow: DataflowAnalysis, live: LiveRanges,
                       temps: Iterable[AliasSet], reuse_operands: bool = True
                       ) -> tuple[list[HeapBuffer], list[SharedUse]]:
-    """Group the temp alias sets into HeapBuffers from their live ranges. With
-    `reuse_operands`, a set defined by instruction I whose operand's set (a singleton temp of
-    equal size) dies exactly at I shares the operand's chunk when XLA's
-    CanShareOperandBufferWithUser allows it (never for `copy`)."""
+    """Group the temp alias sets into HeapBuffers from their live ranges.
+
+    With `reuse_operands`, a set whose buffer is defined by instruction I at the start of one of
+    the set's intervals shares the chunk of an operand's set (a temp of equal size, not live
+    out) that dies exactly at I, when XLA's CanShareOperandBufferWithUser allows it (never for
+    `copy`). Sets are visited in order of their first definition; a set of several buffers (a
+    while loop's carried element) may then still join a later chunk: when its new value is
+    defined after a loop gap (see `LiveRanges.set_intervals`) from a temp that lives only
+    inside the gap, the new value is computed in place of that temp, in the slot the old value
+    left. Chunks shared this way must be free at all other times of the joining group."""
     temps = [s for s in temps if live.set_range(s) is not None]
     temp_ids = {s.id for s in temps}
     group_of: dict[int, HeapBuffer] = {}
     shares: list[SharedUse] = []
     consumed: set[int] = set()
-    for s in sorted(temps, key=lambda s: (live.set_range(s).start, s.id)):  # type: ignore
-        rng = live.set_range(s)
-        assert rng is not None
-        target = _reusable_operand(dataflow, live, s, rng, temp_ids, consumed) \
-            if reuse_operands else None
-        if target is not None:
-            grp = group_of[target[0].id]
-            grp.intervals += live.set_intervals(s)
-            grp.members.append(s)
-            group_of[s.id] = grp
-            consumed.add(target[0].id)
-            shares.append(SharedUse(target[0], s, target[1]))
+    ordered = sorted(temps, key=lambda s: (live.set_range(s).start, s.id))  # type: ignore
+    for s in ordered:
+        target = _reusable_operand(dataflow, live, s, temp_ids, consumed, group_of,
+                                   live.set_intervals(s)) if reuse_operands else None
+        if target is None:
+            group_of[s.id] = HeapBuffer(len(group_of), s.size, live.set_intervals(s), [s])
             continue
-        grp = HeapBuffer(len(group_of), s.size, live.set_intervals(s), [s])
+        grp = group_of[target[0].id]
+        grp.intervals += live.set_intervals(s)
+        grp.members.append(s)
         group_of[s.id] = grp
+        consumed.add(target[0].id)
+        shares.append(SharedUse(target[0], s, target[1]))
+    for s in ordered if reuse_operands else []:
+        own = group_of[s.id]
+        if len(s.buffers) == 1 or own.members[0] is not s:
+            continue
+        target = _reusable_operand(dataflow, live, s, temp_ids, consumed, group_of,
+                                   own.intervals)
+        if target is None or group_of[target[0].id] is own:
+            continue
+        grp = group_of[target[0].id]
+        grp.intervals += own.intervals
+        grp.members += own.members
+        for m in own.members:
+            group_of[m.id] = grp  # type: ignore[attr-defined]
+        consumed.add(target[0].id)
+        shares.append(SharedUse(target[0], s, target[1]))
     unique: dict[int, HeapBuffer] = {}
     for g in group_of.values():
         unique[id(g)] = g
@@ -274,29 +299,43 @@ def temp_heap_buffers(dataflow: DataflowAnalysis, live: LiveRanges,
 
 
 def _reusable_operand(dataflow: DataflowAnalysis, live: LiveRanges, s: AliasSet,
-                      rng: TimeInterval, temp_ids: set[int], consumed: set[int]
+                      temp_ids: set[int], consumed: set[int], group_of: dict[int, HeapBuffer],
+                      intervals: list[TimeInterval]
                       ) -> tuple[AliasSet, HloInstruction] | None:
-    if len(s.buffers) != 1:
-        return None
-    buf = s.buffers[0]
-    user = buf.instruction
-    if user.opcode is Opcode.COPY or buf.shape.is_tuple:
-        return None
-    for operand in user.operands:
-        for ob in dataflow.buffers_at(operand, ()):
-            os_ = dataflow.alias_set(ob)
-            if os_.id not in temp_ids or os_.id in consumed or len(os_.buffers) != 1:
-                continue
-            if dataflow.is_live_out(os_.buffers[0]):
-                continue  # a live-out value is never dead: nothing may take its storage
-            orng = live.set_range(os_)
-            if orng is None or orng.end != rng.start or os_.size != s.size:
-                continue
-            if os_.color != s.color:
-                continue
-            if can_share_operand_buffer(operand, user, (), buf.index):
-                return os_, user
+    """The operand set whose chunk `s` may take over, and the instruction that does it.
+    `intervals` are the times the joining group occupies its chunk."""
+    own = live.set_intervals(s)
+    for buf in s.buffers:
+        user = buf.instruction
+        if user.opcode is Opcode.COPY or buf.shape.is_tuple or user.uid not in live.first:
+            continue
+        t = live.time(user)
+        if not any(iv.start == t for iv in own):
+            continue
+        for operand in user.operands:
+            for ob in dataflow.buffers_at(operand, ()):
+                os_ = dataflow.alias_set(ob)
+                if os_.id not in temp_ids or os_.id in consumed or os_.id not in group_of:
+                    continue
+                if any(dataflow.is_live_out(b) for b in os_.buffers):
+                    continue  # a live-out value is never dead: nothing may take its storage
+                orng = live.set_range(os_)
+                if orng is None or orng.end != t or os_.size != s.size:
+                    continue
+                if os_.color != s.color:
+                    continue
+                if len(s.buffers) > 1 and not _free_during(group_of[os_.id], intervals, t):
+                    continue  # (a singleton starts where its operand's chain ends)
+                if can_share_operand_buffer(operand, user, (), buf.index):
+                    return os_, user
     return None
+
+
+def _free_during(group: HeapBuffer, intervals: list[TimeInterval], t: int) -> bool:
+    """No interval of `group` overlaps `intervals` except by touching at time `t` (the
+    handover: the group's last reader defines the interval starting at `t`)."""
+    return all(not g.overlaps(iv) or (g.end == t and iv.start == t)
+               for g in group.intervals for iv in intervals)
 
 
 def minimum_memory(module: HloModule, schedule: Mapping[HloComputation, list[HloInstruction]],

@@ -50,12 +50,25 @@ __all__ = ["MultiOutputFusion", "Reachability", "would_create_cycle"]
 
 class Reachability:
     """Ancestor sets of one computation (operands and control predecessors), as bit masks over
-    a post order. `reaches(a, b)`: is there a path from `a` to `b` (a == b counts)?"""
+    a post order. `reaches(a, b)`: is there a path from `a` to `b` (a == b counts)?
+
+    After the computation changes call `invalidate()`: the masks are rebuilt on the next query
+    only (most candidate pairs are rejected by cheaper checks first)."""
 
     def __init__(self, comp: HloComputation):
-        order = comp.post_order()
-        self._index = {id(inst): k for k, inst in enumerate(order)}
+        self._comp = comp
+        self._index: dict[int, int] = {}
         self._ancestors: list[int] = []
+        self._stale = True
+
+    def invalidate(self) -> None:
+        """The computation changed: rebuild before the next `reaches`."""
+        self._stale = True
+
+    def _build(self) -> None:
+        order = self._comp.post_order()
+        self._index = {id(inst): k for k, inst in enumerate(order)}
+        self._ancestors = []
         for k, inst in enumerate(order):
             mask = 1 << k
             for p in inst.operands + inst.control_predecessors:
@@ -63,9 +76,12 @@ class Reachability:
                 if j is not None:
                     mask |= self._ancestors[j]
             self._ancestors.append(mask)
+        self._stale = False
 
     def reaches(self, a: HloInstruction, b: HloInstruction) -> bool:
         """True when `b` depends on `a` (transitively), or a is b."""
+        if self._stale:
+            self._build()
         return bool(self._ancestors[self._index[id(b)]] >> self._index[id(a)] & 1)
 
 
@@ -213,7 +229,7 @@ class MultiOutputFusion:
                 fusion = self._as_fusion(consumer)
                 fuse_producer(fusion, producer, export=True, finalize=False)
                 touched[id(fusion)] = fusion
-                reach = Reachability(comp)
+                reach.invalidate()
                 changed = True
                 break
         return changed
@@ -245,7 +261,7 @@ class MultiOutputFusion:
                         fusion = merge_sibling_fusions(self._as_fusion(a), self._as_fusion(b),
                                                        finalize=False)
                         touched[id(fusion)] = fusion
-                        reach = Reachability(comp)
+                        reach.invalidate()
                         changed = merged = True
                         break
                     if merged:

@@ -76,7 +76,8 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
 
 def interpreter_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     """`standard_passes` with every emitter-dependent fusion on (the evaluator runs any fused
-    computation): gather fusion and row fusion. The pipeline `tools/memory_vs_xla.py` reports."""
+    computation): gather fusion and row fusion - today the same list as the CPU backend's
+    `cpu_passes` (the one `tools/memory_vs_xla.py` reports by default)."""
     return standard_passes(options, row_fusion=True, fuse_gather=True)
 
 

@@ -6,11 +6,14 @@ a topological order of its computation (operands and control predecessors first)
 """
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable
 
+from xlc.errors import ArgumentError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.printer import computation_print_order
 from xlc.passes.dataflow import DataflowAnalysis, LogicalBuffer
 from xlc.passes.heap_simulator import minimum_memory
 
@@ -120,26 +123,52 @@ def _list_computation(comp: HloComputation, df: DataflowAnalysis) -> list[HloIns
     for inst in insts:
         for p in set(_preds(inst, comp)):
             successors[p.uid].append(inst)
-    ready = [i for i in insts if waiting[i.uid] == 0]
+    users_of: dict[int, list[HloInstruction]] = {}
+    for inst in insts:
+        for b in uses[inst.uid]:
+            users_of.setdefault(b.id, []).append(inst)
 
-    def priority(inst: HloInstruction) -> tuple[float, int, int]:
+    def key(inst: HloInstruction) -> tuple[float, int, int]:
+        """Min-heap key of XLA's priority (bytes freed - bytes defined, users); effective scalars
+        first; ties to the earlier instruction."""
         if inst.shape.is_array and inst.shape.num_elements == 1:
-            return (float("inf"), len(inst.users), -position[inst.uid])
+            return (float("-inf"), -len(inst.users), position[inst.uid])
         freed = sum(size_of[b.id] for b in uses[inst.uid] if use_count[b.id] == 1)
         made = sum(b.size for b in defined[inst.uid])
-        return (freed - made, len(inst.users), -position[inst.uid])
+        return (made - freed, -len(inst.users), position[inst.uid])
 
+    # A heap of (key, uid); an entry is stale when its key is no longer current[uid] (the
+    # priority rose when one of its operand buffers got down to its last use).
+    current: dict[int, tuple[float, int, int]] = {}
+    heap: list[tuple[tuple[float, int, int], int]] = []
+    by_uid = {i.uid: i for i in insts}
+
+    def push(inst: HloInstruction) -> None:
+        k = key(inst)
+        current[inst.uid] = k
+        heapq.heappush(heap, (k, inst.uid))
+
+    for inst in insts:
+        if waiting[inst.uid] == 0:
+            push(inst)
     out: list[HloInstruction] = []
-    while ready:
-        best = max(ready, key=priority)
-        ready.remove(best)
+    while heap:
+        k, uid = heapq.heappop(heap)
+        if current.get(uid) != k:
+            continue
+        del current[uid]
+        best = by_uid[uid]
         out.append(best)
         for b in uses[best.uid]:
             use_count[b.id] -= 1
+            if use_count[b.id] == 1:
+                for u in users_of[b.id]:
+                    if u.uid in current:
+                        push(u)
         for succ in successors[best.uid]:
             waiting[succ.uid] -= 1
             if waiting[succ.uid] == 0:
-                ready.append(succ)
+                push(succ)
     assert len(out) == len(insts), f"cycle in computation {comp.name}"
     return out
 
@@ -184,13 +213,20 @@ def default_memory_schedule(module: HloModule) -> Schedule:
 class MemoryScheduler:
     """Pass: sets `module.schedule` to a memory-minimising schedule of every non-fusion
     computation (`algorithm` = "default", "list", "dfs" or "post_order"). Changes no
-    instruction; returns True when the schedule differs from the previous one."""
+    instruction; returns True when the schedule differs from the previous one.
+
+    Guarantees too that the module's in-memory order is the order it prints in: every
+    scheduled computation lists its instructions in schedule order and `module.computations`
+    is callees-first (`computation_print_order`). Dataflow numbers buffers in that order, so
+    the optimized module printed and parsed again gets exactly the same buffer assignment
+    (what `.xlc` files and pictures of them rely on)."""
 
     name = "memory_scheduler"
 
     def __init__(self, algorithm: str = "default"):
         if algorithm != "default" and algorithm not in SCHEDULERS:
-            raise ValueError(f"unknown scheduler {algorithm!r}")
+            raise ArgumentError(f"unknown scheduler {algorithm!r} (known: default, "
+                                f"{', '.join(SCHEDULERS)})")
         self.algorithm = algorithm
 
     def run(self, module: HloModule) -> bool:
@@ -201,6 +237,9 @@ class MemoryScheduler:
             sched = SCHEDULERS[self.algorithm](module, None)
         old = module.schedule
         module.schedule = sched
+        for comp, seq in sched.items():
+            comp.instructions[:] = list(seq)
+        module.computations[:] = computation_print_order(module)
         if old is None or set(old) != set(sched):
             return True
         return any([i.uid for i in old[c]] != [i.uid for i in sched[c]] for c in sched)

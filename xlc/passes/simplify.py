@@ -59,7 +59,7 @@ from collections import Counter
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.passes.edit import control_predecessor_ids, remove_instructions, replace_uses
+from xlc.passes.edit import remove_instructions, replace_uses
 from xlc.passes.simplify_arith import ARITH_REWRITES
 from xlc.passes.simplify_shapes import SHAPE_REWRITES
 from xlc.passes.simplify_util import RewriteFn, Rewriter
@@ -82,7 +82,6 @@ class AlgebraicSimplifier:
     def run_on_computation(self, comp: HloComputation) -> int:
         """Simplify one computation in post order; returns the number of rewrites applied."""
         rw = Rewriter(comp)
-        ctrl = control_predecessor_ids(comp)
         replaced: list[HloInstruction] = []
         for inst in comp.post_order():
             fn = REWRITES.get(inst.opcode)
@@ -100,7 +99,7 @@ class AlgebraicSimplifier:
                         comp.remove_instruction(extra)
                 continue
             log.debug("simplify %s: %s -> %s", name, inst.name, new.name)
-            replace_uses(comp, inst, new, ctrl)
+            replace_uses(comp, inst, new)
             replaced.append(inst)
             self.stats[name] += 1
         if replaced:
