@@ -209,9 +209,16 @@ def cpu_file(tmp_path: Path) -> Path:
     return path
 
 
-def _rewrite(src: Path, dst: Path, manifest_edit=None, members_edit=None) -> Path:
+def _rewrite(src: Path, dst: Path, manifest_edit=None, members_edit=None,
+             reseal: bool = True) -> Path:
+    """Copy `src` to `dst` editing the manifest (a dict) and/or members; with `reseal` the
+    manifest's checksum in the zip comment is recomputed (a consistent forgery, so that the
+    later checks are reached), else the original comment is kept."""
+    from xlc.artifact_manifest import seal
+
     with zipfile.ZipFile(src) as z:
         items = {n: z.read(n) for n in z.namelist()}
+        comment = z.comment
     if manifest_edit is not None:
         m = json.loads(items["manifest.json"])
         manifest_edit(m)
@@ -220,6 +227,7 @@ def _rewrite(src: Path, dst: Path, manifest_edit=None, members_edit=None) -> Pat
         members_edit(items)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
+        z.comment = seal(items["manifest.json"]) if reseal else comment
         for n, data in items.items():
             z.writestr(n, data)
     dst.write_bytes(buf.getvalue())
@@ -288,6 +296,33 @@ def test_unlisted_and_missing_members(cpu_file: Path, tmp_path: Path):
     with pytest.raises(xlc.ArtifactError, match=rf"member\(s\) {OBJECT_MEMBER} missing; the "
                        "file is incomplete"):
         xlc.load(str(bad))
+
+
+def test_tampered_manifest_never_executes(cpu_file: Path, tmp_path: Path, monkeypatch):
+    from xlc.backend_cpu import artifact_io
+
+    def shrink_temps(m: dict) -> None:  # would let the code write past its temp block
+        for a in m["allocations"]:
+            a["size"] = 1
+
+    monkeypatch.setattr(artifact_io, "_LinkedCode", None)  # must not get that far
+    bad = _rewrite(cpu_file, tmp_path / "edited.xlc", manifest_edit=shrink_temps, reseal=False)
+    with pytest.raises(xlc.ArtifactError, match=r"edited.xlc: checksum mismatch for "
+                       r"manifest.json; the file was modified or damaged, refusing to load it"):
+        xlc.load(str(bad))
+
+    bad = tmp_path / "unsealed.xlc"
+    bad.write_bytes(cpu_file.read_bytes())
+    with zipfile.ZipFile(bad, "a") as z:
+        z.comment = b""
+    with pytest.raises(xlc.ArtifactError, match=r"unsealed.xlc: manifest.json carries no "
+                       r"checksum; the file was not written by xlc or was modified, refusing "
+                       "to load it"):
+        xlc.load(str(bad))
+    from xlc.artifact import read_manifest
+
+    with pytest.raises(xlc.ArtifactError, match="unsealed.xlc: manifest.json carries no"):
+        read_manifest(str(bad))  # `xlc inspect` checks it too
 
 
 def test_unknown_format_version(cpu_file: Path, tmp_path: Path):
@@ -412,6 +447,30 @@ def test_stored_assignment_answers_slice_queries_like_the_real_one(tmp_path: Pat
         want = real.assignment.slice_of(real.module.entry.instruction(inst.name))
         got = stored.assignment.slice_of(inst)
         assert (got.index, got.offset, got.size) == (want.index, want.offset, want.size)
+
+
+def test_pictures_use_the_stored_buffer_assignment(tmp_path: Path):
+    """`xlc viz` of an .xlc recomputes the assignment from the stored schedule and uses it only
+    when it reproduces the stored allocation table."""
+    from xlc.artifact import Archive, read_archive_file, rebuild_assignment
+    from xlc.hlo.parser import parse_module
+
+    compiled = xlc.compile(SMALL_HLO, backend="cpu")
+    path = tmp_path / "s.xlc"
+    compiled.serialize(str(path))
+    archive = read_archive_file(path)
+    module = parse_module(archive.members[HLO_MEMBER].decode())
+    ba = rebuild_assignment(archive, module)
+    assert ba is not None
+    assert ba.stats() == compiled.optimized().assignment.stats()
+    assert [(a.index, a.size) for a in ba.allocations] == \
+        [(a.index, a.size) for a in archive.manifest.allocations]
+    stored = json.loads(archive.members["buffer_assignment.json"])
+    for a in stored["allocations"]:
+        a["size"] += 64
+    members = {**archive.members, "buffer_assignment.json": json.dumps(stored).encode()}
+    other = Archive(archive.manifest, members, b"", "f.xlc")
+    assert rebuild_assignment(other, module) is None
 
 
 def test_backend_without_a_loader(cpu_file: Path, tmp_path: Path):

@@ -15,13 +15,30 @@ from tests.conftest import CORPUS, requires_corpus
 SOFTMAX = CORPUS / "cases" / "softmax"
 
 
-def xlc(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    exe = shutil.which("xlc")
+def console_script() -> str | None:
+    """The installed `xlc` console script: next to this interpreter (the virtual environment's
+    bin/), else on the PATH."""
+    here = Path(sys.executable).parent / "xlc"
+    return str(here) if here.is_file() else shutil.which("xlc")
+
+
+def xlc(*args: str, cwd: Path | None = None, env: dict | None = None
+        ) -> subprocess.CompletedProcess:
+    exe = console_script()
     cmd = [exe] if exe else [sys.executable, "-m", "xlc.cli"]
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env.pop("XLC_FLAGS", None)
     return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=300)
+
+
+def test_the_console_script_is_installed():
+    exe = console_script()
+    assert exe is not None, "no `xlc` console script: run python -m pip install -e '.[dev]'"
+    r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("usage: xlc")
+    for verb in ("hlo", "run", "compile", "inspect", "cache", "viz", "demo"):
+        assert verb in r.stdout
 
 
 def test_no_verb_is_usage_error():
@@ -233,7 +250,7 @@ def test_cache_verbs(tmp_path: Path):
         assert r.returncode == 0, r.stderr
     r = xlc("cache", "ls", "--cache-dir", str(cache))
     assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
-    assert r.stdout.strip().endswith("interpreter m")
+    assert r.stdout.strip().endswith("cpu         m")  # run compiles for the cpu by default
     r = xlc("cache", "info", "--cache-dir", str(cache))
     assert "entries:   1" in r.stdout
     r = xlc("cache", "clear", "--cache-dir", str(cache))
@@ -278,3 +295,100 @@ def test_compile_and_run_for_cpu(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     want = np.load(SOFTMAX / "outputs.npz")["out0"]
     np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-4, atol=1e-6)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, in0=np.zeros((128, 256), np.float64))
+    r = xlc("run", str(art), "--inputs", str(bad))
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"xlc run: error: {art}: input in0: expected f32[128,256], got "
+                                "f64[128,256]")
+    r = xlc("run", str(art), "--inputs", str(bad), "--backend", "interpreter")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"xlc run: error: {art} holds a cpu executable; --backend "
+                                "interpreter does not apply (recompile it for that backend)")
+
+
+# ---- dumps, stages and pictures of .xlc files --------------------------------------------------
+@requires_corpus
+def test_dump_to_with_the_raw_stage_still_dumps(tmp_path: Path):
+    dump = tmp_path / "d"
+    r = xlc("hlo", str(SOFTMAX / "module.hlo"), "--backend", "interpreter", "--dump-to",
+            str(dump))
+    assert r.returncode == 0, r.stderr
+    assert "is_scheduled=true" not in r.stdout  # printed as parsed, as asked
+    names = {p.name for p in dump.iterdir()}
+    assert {"jit_softmax.0000.before_optimizations.hlo", "jit_softmax.after_optimizations.hlo",
+            "jit_softmax.buffer-assignment.txt"} <= names, names
+
+
+def test_dump_pass_re_needs_a_directory(tmp_path: Path):
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text("HloModule m\n\nENTRY main {\n  ROOT p = f32[4] parameter(0)\n}\n")
+    r = xlc("hlo", str(hlo), "--dump-pass-re", "fusion")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "xlc hlo: --dump-pass-re needs a dump directory: add --dump-to DIR"
+
+
+@requires_corpus
+def test_hlo_dump_writes_gpu_stages(tmp_path: Path):
+    dump = tmp_path / "g"
+    r = xlc("hlo", str(SOFTMAX / "module.hlo"), "--stage", "optimized", "--backend", "gpu",
+            "--dump-to", str(dump))
+    assert r.returncode == 0, r.stderr
+    names = {p.name for p in dump.iterdir()}
+    assert {"jit_softmax.sm_80.ll", "jit_softmax.sm_80.ptx", "jit_softmax.thunks.json",
+            "jit_softmax.after_optimizations.hlo"} <= names, names
+    ptx = (dump / "jit_softmax.sm_80.ptx").read_text()
+    assert ".target sm_80" in ptx and ".entry" in ptx
+    if shutil.which("ptxas"):
+        assert (dump / "jit_softmax.sm_80.cubin").read_bytes()[:4] == b"\x7fELF"
+    else:
+        assert "no .cubin stage for jit_softmax: ptxas is not on the PATH" in r.stderr
+
+
+@requires_corpus
+def test_xlc_inputs_reject_raw_stage_and_missing_files(tmp_path: Path):
+    art = tmp_path / "s.xlc"
+    assert xlc("compile", str(SOFTMAX / "module.hlo"), "-o", str(art), "--backend",
+               "interpreter").returncode == 0
+    for verb, extra in (("hlo", ()), ("viz", ("-o", str(tmp_path / "g.dot")))):
+        r = xlc(verb, str(art), "--stage", "raw", *extra)
+        assert r.returncode == 2
+        assert "an .xlc file holds only the optimized program" in r.stderr
+    missing = tmp_path / "nope.xlc"
+    for verb, extra in (("hlo", ()), ("inspect", ()), ("run", ()),
+                        ("viz", ("-o", str(tmp_path / "g.dot")))):
+        r = xlc(verb, str(missing), *extra)
+        assert r.returncode == 1
+        assert r.stderr.strip() == f"xlc {verb}: error: {missing}: no such file"
+
+
+@requires_corpus
+def test_viz_of_an_xlc_shows_the_stored_assignment(tmp_path: Path):
+    art = tmp_path / "sm.xlc"  # power_iteration has temps (a timeline) on the CPU
+    hlo = CORPUS / "cases" / "power_iteration" / "module.hlo"
+    assert xlc("compile", str(hlo), "-o", str(art), "--backend", "cpu").returncode == 0
+    r = xlc("viz", str(art), "-o", str(tmp_path / "sm.html"))
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "sm.html").read_text()
+    assert '<svg class="timeline"' in page and "alloc #" in page
+    r = xlc("viz", str(art), "-o", str(tmp_path / "sm.dot"))
+    assert r.returncode == 0, r.stderr
+    dot = (tmp_path / "sm.dot").read_text()
+    # every slice drawn is one the stored buffer assignment lists
+    from xlc.artifact import read_manifest
+
+    allocs = {a.index: a.kind for a in read_manifest(str(art)).allocations}
+    import re
+
+    drawn = re.findall(r"alloc #(\d+) \((\w+)\)", dot)
+    assert drawn and all(allocs[int(i)] == kind for i, kind in drawn)
+
+
+@requires_corpus
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz 'dot' not installed")
+def test_viz_writes_svg_with_graphviz(tmp_path: Path):
+    out = tmp_path / "g.svg"
+    r = xlc("viz", str(SOFTMAX / "module.hlo"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    svg = out.read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and 'class="cluster"' in svg

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import xlc
-from tests.conftest import ROOT
+from tests.conftest import CORPUS, ROOT, requires_corpus
 from xlc import compile_cache
 from xlc.compile_cache import CompileCache, cache_key, module_fingerprint
 from xlc.hlo.parser import parse_module
@@ -42,6 +42,28 @@ def test_fingerprint_ignores_names_and_metadata():
     assert c != a
 
 
+@requires_corpus
+def test_fingerprint_of_xla_text_with_calls_stack_frames_and_metadata():
+    from xlc.hlo.printer import print_module
+
+    text = (CORPUS / "cases" / "power_iteration" / "optimized.hlo").read_text()
+    module = parse_module(text)
+    assert module.stack_frames  # XLA's optimized text carries stack-frame tables
+    before = print_module(module)
+    fp = module_fingerprint(module)
+    assert print_module(module) == before  # not modified
+    renamed = module.clone()
+    renamed.name = "other_name"
+    renamed.stack_frames = ""
+    for ci, comp in enumerate(renamed.computations):
+        comp.name = f"comp_{ci}"
+        for ii, inst in enumerate(comp.instructions):
+            inst.name = f"v{ci}_{ii}"
+    assert module_fingerprint(renamed) == fp
+    changed = parse_module(text.replace("direction=LT", "direction=LE", 1))
+    assert module_fingerprint(changed) != fp
+
+
 def test_key_depends_on_options_backend_and_program():
     m = parse_module(program())
     base = CompileOptions()
@@ -52,6 +74,30 @@ def test_key_depends_on_options_backend_and_program():
     assert k != cache_key(parse_module(program(op="subtract")), "interpreter", base)
     # options that do not influence code share entries
     assert k == cache_key(m, "interpreter", base.replace(dump_to="/tmp/x", verify=True))
+
+
+def test_key_depends_on_xlc_version_and_target(monkeypatch):
+    from xlc.artifact_manifest import TargetInfo
+    from xlc.backend_cpu import artifact_io, parallel
+
+    m = parse_module(program())
+    opts = CompileOptions(threads=0)
+    k = cache_key(m, "cpu", opts)
+    assert k == cache_key(m, "cpu", opts)  # deterministic
+    monkeypatch.setattr(xlc, "__version__", "99.0")
+    assert cache_key(m, "cpu", opts) != k
+    monkeypatch.undo()
+    other = TargetInfo(triple="x86_64-unknown-linux-gnu", cpu_name="oldcpu",
+                       cpu_features=["+sse2"])
+    interp = cache_key(m, "interpreter", opts)
+    monkeypatch.setattr(artifact_io, "host_target", lambda: other)
+    assert cache_key(m, "cpu", opts) != k
+    assert cache_key(m, "interpreter", opts) == interp  # no native code: no target
+    monkeypatch.undo()
+    # the thread count of `threads=0` is baked into parallel kernels: part of the target
+    cores = parallel.host_threads(0)
+    monkeypatch.setattr(parallel, "host_threads", lambda requested=0: requested or cores + 1)
+    assert cache_key(m, "cpu", opts) != k
 
 
 def _stats() -> dict[str, int]:
@@ -139,8 +185,6 @@ import numpy as np
 import xlc
 from xlc import compile_cache
 from xlc.options import CompileOptions
-from xlc.backend_cpu import compile_cpu
-xlc.api.BACKENDS["cpu"] = compile_cpu
 start = float(sys.argv[2])
 while time.time() < start:
     time.sleep(0.001)

@@ -6,9 +6,10 @@ and the buffer-assignment / memory reports.
 signature, without tracing, HLO passes or LLVM optimization: the program is the stored
 optimized HLO (interpreter) or the stored object code (CPU, see
 `xlc/backend_cpu/artifact_io.py`). Loading checks, in this order and before any native code
-runs: the zip is intact, the manifest parses and has a known format version, every member's
-sha256 matches the manifest and no member is missing or unlisted, and the target (CPU
-features, triple) can run the code. Any failure is an `ArtifactError` with a plain sentence.
+runs: the zip is intact, the manifest parses, has a known format version and matches the
+sha256 in the zip comment, every member's sha256 matches the manifest and no member is missing
+or unlisted, and the target (CPU features, triple) can run the code. Any failure is an
+`ArtifactError` with a plain sentence.
 
 Backends plug in through `_CODE_IO`: a module with `pack(exe) -> PackedCode` and
 `unpack(manifest, members, module, assignment, where) -> executable with run(flat)`.
@@ -50,6 +51,7 @@ from xlc.artifact_manifest import (
     TargetInfo,
     aval_to_spec,
     parse_manifest,
+    seal,
     shape_to_spec,
     spec_to_aval,
     tree_from_json,
@@ -61,6 +63,9 @@ from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
 
 log = logging.getLogger("xlc.artifact")
+
+# Members every archive has, whatever the backend.
+_REQUIRED_MEMBERS = (HLO_MEMBER, REPORT_MEMBER, ASSIGNMENT_MEMBER)
 
 # backend -> module implementing pack/unpack of native code (imported lazily).
 _CODE_IO: dict[str, str] = {
@@ -335,8 +340,10 @@ def build_archive(exe: Any, backend: str, signature: Signature,
 
 def _zip(manifest: Manifest, members: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
+    text = manifest.model_dump_json(indent=1).encode()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
-        z.writestr(MANIFEST_NAME, manifest.model_dump_json(indent=1))
+        z.comment = seal(text)
+        z.writestr(MANIFEST_NAME, text)
         for name, data in members.items():
             z.writestr(name, data)
     return buf.getvalue()
@@ -409,7 +416,7 @@ def read_archive(data: bytes, where: str) -> Archive:
             raise ArtifactError(f"{where}: not an xlc executable (no {MANIFEST_NAME})")
         members: dict[str, bytes] = {}
         try:
-            manifest = parse_manifest(z.read(MANIFEST_NAME), where)
+            manifest = parse_manifest(z.read(MANIFEST_NAME), where, z.comment)
             for name in names:
                 if name != MANIFEST_NAME:
                     members[name] = z.read(name)
@@ -428,7 +435,25 @@ def read_archive(data: bytes, where: str) -> Archive:
         if hashlib.sha256(members[name]).hexdigest() != info.sha256:
             raise ArtifactError(f"{where}: checksum mismatch for {name}; the file was "
                                 "modified or damaged, refusing to load it")
+    absent = [n for n in _REQUIRED_MEMBERS if n not in members]
+    if absent:
+        raise ArtifactError(f"{where}: not a complete xlc executable (no {', '.join(absent)})")
     return Archive(manifest, members, data, where)
+
+
+def _file_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of an `.xlc` file; ArtifactError for a missing file or a directory."""
+    p = Path(path)
+    if not p.exists():
+        raise ArtifactError(f"{path}: no such file")
+    if p.is_dir():
+        raise ArtifactError(f"{path}: is a directory, expected an .xlc file")
+    return p.read_bytes()
+
+
+def read_archive_file(path: str | os.PathLike[str]) -> Archive:
+    """Open and check the `.xlc` file at `path` (see `read_archive`); no code is loaded."""
+    return read_archive(_file_bytes(path), str(path))
 
 
 def _code_io(backend: str, where: str | None) -> Any:
@@ -532,17 +557,35 @@ def load(path: str | os.PathLike[str]) -> LoadedExecutable:
     """Load an `.xlc` file into a callable with the original signature. Raises ArtifactError
     (before running any code) for a missing, truncated, corrupted, tampered or incompatible
     file."""
-    p = Path(path)
-    if not p.exists():
-        raise ArtifactError(f"{path}: no such file")
-    if p.is_dir():
-        raise ArtifactError(f"{path}: is a directory, expected an .xlc file")
-    return load_bytes(p.read_bytes(), str(path))
+    return load_bytes(_file_bytes(path), str(path))
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:
     """The checked manifest of an `.xlc` file (checksums verified, code not loaded)."""
-    p = Path(path)
-    if not p.exists():
-        raise ArtifactError(f"{path}: no such file")
-    return read_archive(p.read_bytes(), str(path)).manifest
+    return read_archive_file(path).manifest
+
+
+def rebuild_assignment(archive: Archive, module: HloModule) -> Any | None:
+    """A full `BufferAssignment` of `module` (the archive's parsed optimized HLO) for pictures:
+    recomputed from the stored schedule with the backend's alignment. The scheduler leaves a
+    module in its printed order, so this reproduces the compile-time assignment exactly; it
+    is returned only when its allocation table equals the stored one (so every slice and the
+    memory timeline are those the code uses), else None with a warning (e.g. a multi-stream
+    GPU ordering). Runs buffer assignment only: no HLO passes."""
+    from xlc.passes.buffer_assignment import assign_buffers
+
+    alignment = 64  # xlc.passes.optimize's default, used by the CPU and interpreter
+    if archive.manifest.backend == "gpu":
+        from xlc.backend_gpu.compiler import GPU_ALIGNMENT as alignment  # noqa: N811
+    try:
+        ba = assign_buffers(module, alignment=alignment)
+    except Exception as e:  # a picture without slices is still a picture
+        log.warning("%s: cannot recompute the buffer assignment (%s)", archive.where, e)
+        return None
+    stored = json.loads(archive.members[ASSIGNMENT_MEMBER]).get("allocations", [])
+    if ba.to_json()["allocations"] != stored:
+        log.warning("%s: the recomputed buffer assignment differs from the stored one; "
+                    "drawing without slices and timeline", archive.where)
+        return None
+    return ba
+

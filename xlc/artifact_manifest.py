@@ -5,7 +5,9 @@ version, the producing xlc version, the backend and target (triple, CPU name and
 GPU compute capability), the entry signature (pytree structure, shapes and dtypes), the
 input/output aliasing, the buffer allocations with the slices of the outputs, the executable's
 schedule (the entry computation's instruction sequence: its kernels/thunks), the constants,
-per-pass compile times and the sha256 of every other member of the archive.
+per-pass compile times and the sha256 of every other member of the archive. The manifest's own
+sha256 is the zip archive's comment (`xlc-manifest-sha256:<hex>`, see `seal` / `parse_manifest`),
+so no byte of the file goes unchecked.
 
 Also here: converting pytree `TreeDef`s and argument avals to and from JSON-able data.
 """
@@ -18,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from xlc.errors import ArtifactError
 
 FORMAT = "xlc-executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest is sealed by the sha256 in the zip comment
 MANIFEST_NAME = "manifest.json"
+SEAL_PREFIX = b"xlc-manifest-sha256:"
 
 # Member names inside the archive.
 HLO_MEMBER = "optimized.hlo"
@@ -158,9 +161,17 @@ class Manifest(_Model):
     members: dict[str, MemberInfo] = Field(default_factory=dict)
 
 
-def parse_manifest(data: bytes, where: str) -> Manifest:
+def seal(manifest_bytes: bytes) -> bytes:
+    """The zip comment that carries the sha256 of `manifest_bytes`."""
+    import hashlib
+
+    return SEAL_PREFIX + hashlib.sha256(manifest_bytes).hexdigest().encode()
+
+
+def parse_manifest(data: bytes, where: str, comment: bytes | None = None) -> Manifest:
     """Validate manifest bytes. Checks the format name and version first so that a file from
-    a newer xlc gets a sentence about versions, not a schema error."""
+    a newer xlc gets a sentence about versions, not a schema error; then, unless `comment` is
+    None, that the archive comment `comment` seals exactly these bytes (`seal`)."""
     import json
 
     try:
@@ -176,6 +187,12 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         raise ArtifactError(f"{where}: unsupported format version {version!r}; this xlc reads "
                             f"version {FORMAT_VERSION} (written by xlc "
                             f"{raw.get('xlc_version', '?')}); recompile it with this xlc")
+    if comment is not None and comment != seal(data):
+        if not comment.startswith(SEAL_PREFIX):
+            raise ArtifactError(f"{where}: {MANIFEST_NAME} carries no checksum; the file was "
+                                "not written by xlc or was modified, refusing to load it")
+        raise ArtifactError(f"{where}: checksum mismatch for {MANIFEST_NAME}; the file was "
+                            "modified or damaged, refusing to load it")
     try:
         return Manifest.model_validate(raw)
     except ValueError as e:

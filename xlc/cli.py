@@ -36,13 +36,17 @@ def _add_hlo(sub: argparse._SubParsersAction) -> None:
                        "after a backend's pass pipeline, with optional per-pass dumps.")
     h.add_argument("input", help="an .hlo text file (XLA/JAX HLO text), or an .xlc file "
                    "(prints its stored optimized HLO)")
-    h.add_argument("--stage", choices=("raw", "optimized"), default="raw",
-                   help="print the module as parsed (raw) or after the pass pipeline")
-    h.add_argument("--backend", choices=BACKENDS, default="cpu",
-                   help="backend whose pipeline --stage optimized runs (default cpu)")
+    h.add_argument("--stage", choices=("raw", "optimized"), default=None,
+                   help="print the module as parsed (raw, the default for .hlo) or after the "
+                   "pass pipeline (optimized; what an .xlc file holds)")
+    h.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="backend whose pipeline --stage optimized runs (default: XLC_FLAGS "
+                   "--backend, else cpu)")
     h.add_argument("--dump-to", "--dump-dir", dest="dump_to", metavar="DIR",
-                   help="write per-pass dumps into DIR (CPU: also .ll and .o stages)")
-    h.add_argument("--dump-pass-re", metavar="REGEX", help="dump after passes matching REGEX")
+                   help="run the pipeline and write per-pass HLO dumps into DIR, plus the "
+                   "code stages: .ll and .o (cpu), .ll, .ptx and .cubin (gpu)")
+    h.add_argument("--dump-pass-re", metavar="REGEX",
+                   help="with --dump-to: dump after the passes matching REGEX")
     h.add_argument("--memory-report", action="store_true",
                    help="print the buffer-assignment report instead of the HLO")
     h.set_defaults(func=cmd_hlo)
@@ -57,7 +61,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--inputs", metavar="IN.npz", help="inputs, keys in0, in1, ... in order")
     r.add_argument("--output", metavar="OUT.npz", help="write outputs out0, out1, ... here")
     r.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="backend for .hlo input (default interpreter)")
+                   help="backend for .hlo input (default: XLC_FLAGS --backend, else cpu)")
     r.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
     r.set_defaults(func=cmd_run)
 
@@ -70,7 +74,7 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
     c.add_argument("input", help="an .hlo file or module:function (e.g. mymodel:predict)")
     c.add_argument("-o", "--output", required=True, metavar="OUT.xlc", help="the file to write")
     c.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="target backend (default: XLC_FLAGS --backend, else interpreter)")
+                   help="target backend (default: XLC_FLAGS --backend, else cpu)")
     c.add_argument("--arg", action="append", metavar="SHAPE",
                    help="shape of the next positional argument, e.g. f32[8,128] (repeat)")
     c.add_argument("--static", action="append", metavar="NAME=VALUE",
@@ -107,10 +111,12 @@ def _add_viz(sub: argparse._SubParsersAction) -> None:
     v.add_argument("input", help="an .hlo text file or an .xlc executable")
     v.add_argument("-o", "--output", required=True, metavar="GRAPH",
                    help="graph.dot, graph.svg or graph.html")
-    v.add_argument("--stage", choices=("raw", "optimized"), default="optimized",
-                   help="for .hlo input: draw the parsed or the optimized module")
+    v.add_argument("--stage", choices=("raw", "optimized"), default=None,
+                   help="for .hlo input: draw the parsed or the optimized module (the "
+                   "default; an .xlc file holds the optimized one)")
     v.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="pipeline for --stage optimized (default cpu)")
+                   help="pipeline for --stage optimized (default: XLC_FLAGS --backend, else "
+                   "cpu)")
     v.set_defaults(func=cmd_viz)
 
 
@@ -158,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        sys.stderr.write(f"xlc {args.verb}: error: {first}\n")
+        location = getattr(e, "location", None)  # a VerificationError in a parsed file
+        sys.stderr.write(f"{location}: {first}\n" if location
+                         else f"xlc {args.verb}: error: {first}\n")
         return 1
     except BrokenPipeError:
         return 0

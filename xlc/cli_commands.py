@@ -120,44 +120,55 @@ def _options(args: argparse.Namespace, **kw: Any) -> Any:
 
 # ---- hlo -------------------------------------------------------------------------------------
 def cmd_hlo(args: argparse.Namespace) -> int:
-    """Parse, verify and print an HLO file (optionally after the optimization pipeline); with
-    --dump-to and the CPU backend also write the .ll / .opt.ll / .o stages."""
+    """Parse, verify and print an HLO file, as parsed or after the backend's pipeline. With a
+    dump directory (--dump-to or XLC_FLAGS) the pipeline runs and writes per-pass HLO dumps,
+    plus the code stages: .ll / .o for the CPU, .ll / .ptx / .cubin for the GPU."""
     from xlc.hlo.printer import print_module
+    from xlc.options import default_options
 
+    dump_to = args.dump_to or default_options().dump_to
+    backend = args.backend or default_options().backend
+    if args.dump_pass_re and not dump_to:
+        raise UsageError("--dump-pass-re needs a dump directory: add --dump-to DIR")
     if is_artifact(args.input):  # the stored optimized program (and its memory report)
-        from xlc.artifact import read_archive
+        from xlc.artifact import read_archive_file
         from xlc.artifact_manifest import HLO_MEMBER, REPORT_MEMBER
 
-        archive = read_archive(Path(args.input).read_bytes(), args.input)
+        if args.dump_to or args.stage == "raw":
+            raise UsageError("an .xlc file holds only the optimized program: --stage raw and "
+                             "--dump-to apply to .hlo input")
+        archive = read_archive_file(args.input)
         member = REPORT_MEMBER if args.memory_report else HLO_MEMBER
         sys.stdout.write(archive.members[member].decode().rstrip("\n") + "\n")
         return 0
     module = load_module(args.input)
-    if args.stage == "optimized" or args.memory_report:
-        from xlc.api import optimize_module
+    stage = args.stage or "raw"
+    if stage == "raw" and not args.memory_report and not dump_to:
+        sys.stdout.write(print_module(module) + "\n")
+        return 0
+    from xlc.api import optimize_module
 
-        overrides = {}
-        if args.dump_to:
-            overrides["dump_to"] = args.dump_to
-        if args.dump_pass_re:
-            overrides["dump_pass_re"] = args.dump_pass_re
-        if args.dump_to and args.backend == "cpu":
-            _dump_cpu_stages(module, args.dump_to)
-        result = optimize_module(module, backend=args.backend, **overrides)
-        module = result.module
-        if args.memory_report:
-            sys.stdout.write(result.assignment.report() + "\n")
-            return 0
-    sys.stdout.write(print_module(module) + "\n")
+    raw_text = print_module(module) if stage == "raw" else ""
+    opts = default_options().replace(backend=backend, dump_to=dump_to)
+    if args.dump_pass_re:
+        opts = opts.replace(dump_pass_re=args.dump_pass_re)
+    if dump_to and backend in _STAGE_DUMPERS:
+        _STAGE_DUMPERS[backend](module, dump_to)
+    result = optimize_module(module, options=opts)
+    if args.memory_report:
+        sys.stdout.write(result.assignment.report() + "\n")
+    elif raw_text:
+        sys.stdout.write(raw_text + "\n")
+    else:
+        sys.stdout.write(print_module(result.module) + "\n")
     return 0
 
 
 def _dump_cpu_stages(module: Any, dump_to: str) -> None:
-    """Compile a copy for the CPU and write its LLVM IR (before/after optimization) and object
-    code next to the HLO dumps (`<module>.ir-no-opt.ll`, `.ir-with-opt.ll`, `.o`). A module
+    """Compile a copy for the CPU and write its code stages next to the HLO dumps
+    (`xlc.backend_cpu.dump_cpu_stages`: `.ir-no-opt.ll`, `.ir-with-opt.ll`, `.o`). A module
     the CPU backend cannot compile only gets a warning: the HLO dumps still happen."""
-    from xlc.backend_cpu import compile_cpu
-    from xlc.passes.pipeline import dump_text
+    from xlc.backend_cpu import compile_cpu, dump_cpu_stages
 
     opts = _options(argparse.Namespace(), backend="cpu", dump_to=dump_to)
     try:
@@ -165,10 +176,37 @@ def _dump_cpu_stages(module: Any, dump_to: str) -> None:
     except XlcError as e:
         log.warning("no .ll/.o stages for %s: %s", module.name, str(e).splitlines()[0])
         return
-    dump_text(opts, module.name, "ir-no-opt.ll", exe.llvm_ir)
-    path = dump_text(opts, module.name, "ir-with-opt.ll", exe.optimized_ir)
+    dump_cpu_stages(opts, exe)
+
+
+def _dump_gpu_stages(module: Any, dump_to: str) -> None:
+    """Compile a copy for the GPU (`gpu_sm` from XLC_FLAGS, default 80; no GPU needed) and
+    write its NVPTX LLVM IR, PTX, thunk schedule and, when ptxas is on the PATH, the cubin
+    (`<module>.sm_80.ll`, `.sm_80.ptx`, `.thunks.json`, `.sm_80.cubin`). A module the GPU
+    backend cannot compile only gets a warning: the HLO dumps still happen."""
+    from xlc.backend_gpu.compiler import compile_gpu
+    from xlc.backend_gpu.nvptx import ptxas_path
+    from xlc.passes.pipeline import dump_text
+
+    opts = _options(argparse.Namespace(), backend="gpu", dump_to=dump_to)
+    try:
+        exe = compile_gpu(module.clone(), opts.replace(dump_to=None), assemble=True)
+    except XlcError as e:
+        log.warning("no .ll/.ptx stages for %s: %s", module.name, str(e).splitlines()[0])
+        return
+    sm = f"sm_{exe.sm}"
+    dump_text(opts, module.name, f"{sm}.ll", exe.llvm_ir)
+    path = dump_text(opts, module.name, f"{sm}.ptx", exe.ptx)
+    dump_text(opts, module.name, "thunks.json", json.dumps(exe.thunks.to_dict(), indent=1))
     assert path is not None
-    Path(path[: -len("ir-with-opt.ll")] + "o").write_bytes(exe.object_code())
+    if exe.cubin:
+        Path(path[: -len("ptx")] + "cubin").write_bytes(exe.cubin)
+    elif ptxas_path() is None:
+        log.warning("no .cubin stage for %s: ptxas is not on the PATH", module.name)
+
+
+# backend -> writer of its code stages for `xlc hlo --dump-to`
+_STAGE_DUMPERS = {"cpu": _dump_cpu_stages, "gpu": _dump_gpu_stages}
 
 
 # ---- run -------------------------------------------------------------------------------------
@@ -193,8 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     module = load_module(args.input)
     assert module.entry is not None
     inputs = load_inputs(args.inputs, len(module.entry.parameters))
-    compiled = xlc.compile(module, backend=args.backend or "interpreter",
-                           options=_options(args))
+    opts = _options(args)
+    compiled = xlc.compile(module, backend=opts.backend, options=opts)
     write_outputs(flatten(compiled(*inputs)), args.output)
     return 0
 
@@ -291,11 +329,16 @@ MEMORY_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes"
 def inspect_data(path: str) -> dict[str, Any]:
     """The JSON of `xlc inspect --json`: the manifest plus a `memory` dict with the standard
     keys. Checksums are verified; no code is loaded."""
-    from xlc.artifact import read_manifest
+    from xlc.artifact import read_archive_file
 
-    m = read_manifest(path)
+    archive = read_archive_file(path)
+    m = archive.manifest
     data = json.loads(m.model_dump_json())
     data["memory"] = {k: int(m.memory_stats.get(k, 0)) for k in MEMORY_KEYS}
+    if m.backend == "gpu":  # the kernels and their launch dimensions
+        from xlc.backend_gpu.artifact_io import describe
+
+        data["gpu"] = describe(archive.members)
     return data
 
 
@@ -341,6 +384,18 @@ def inspect_text(data: dict[str, Any]) -> str:
               f"{s['shape']}" for s in kernels[:40]]
     if len(kernels) > 40:
         lines.append(f"  ... {len(kernels) - 40} more")
+    gpu = data.get("gpu")
+    if gpu:
+        lines += ["", f"gpu code: sm_{gpu['sm']}, PTX ISA {gpu['ptx_isa']} ({gpu['ptx_bytes']} "
+                  f"bytes), cubin {'yes' if gpu['cubin'] else 'no (the driver JITs the PTX)'}, "
+                  f"{gpu['streams']} stream(s), {gpu['events']} event(s), "
+                  f"CUDA graphs {'on' if gpu['graphs'] else 'off'}"]
+        lines += [f"  {k['name']:<28} grid {'x'.join(map(str, k['grid'])):<12} block "
+                  f"{'x'.join(map(str, k['block'])):<10} shared {k['shared_bytes']:>6} B"
+                  f"{'  stream ' + str(k['stream']) if gpu['streams'] > 1 else ''}"
+                  for k in gpu["kernels"][:40]]
+        if len(gpu["kernels"]) > 40:
+            lines.append(f"  ... {len(gpu['kernels']) - 40} more")
     lines += ["", "compile times:"]
     lines += [f"  {t['name']:<32} {1e3 * t['seconds']:9.2f} ms" for t in data["pass_timings"]]
     for k, v in data.get("compile_seconds", {}).items():
@@ -396,21 +451,29 @@ def cmd_viz(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot tell the picture format of '{args.output}': name it .dot, "
                          ".svg or .html")
     assignment = None
-    if is_artifact(args.input):
-        from xlc.artifact import read_archive
+    kwargs: dict[str, Any] = {}
+    if is_artifact(args.input):  # the stored optimized program and its buffer assignment
+        from xlc.artifact import read_archive_file, rebuild_assignment
         from xlc.artifact_manifest import HLO_MEMBER
         from xlc.hlo.parser import parse_module
 
-        archive = read_archive(Path(args.input).read_bytes(), args.input)
+        if args.stage == "raw":
+            raise UsageError("an .xlc file holds only the optimized program: --stage raw "
+                             "applies to .hlo input")
+        archive = read_archive_file(args.input)
         module = parse_module(archive.members[HLO_MEMBER].decode(), filename=args.input)
+        assignment = rebuild_assignment(archive, module)
+        if suffix in (".html", ".htm"):
+            kwargs["compute_assignment"] = False  # never a different one than the file's
     else:
         module = load_module(args.input)
-        if args.stage == "optimized":
+        if (args.stage or "optimized") == "optimized":
             from xlc.api import optimize_module
+            from xlc.options import default_options
 
-            result = optimize_module(module, backend=args.backend or "cpu")
+            result = optimize_module(module, backend=args.backend or default_options().backend)
             module, assignment = result.module, result.assignment
-    viz.write(module, args.output, assignment)
+    viz.write(module, args.output, assignment, **kwargs)
     sys.stdout.write(f"wrote {args.output}\n")
     return 0
 

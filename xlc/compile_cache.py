@@ -2,11 +2,12 @@
 
 Off by default; on when `CompileOptions.cache_dir` is set (from `XLC_CACHE_DIR`, or passed
 explicitly). An entry is keyed by
-* the module fingerprint: sha256 of the printed module with every instruction, computation
-  and the module itself renamed canonically and metadata dropped (so the same program traced
+* the module fingerprint: sha256 of the printed module with every instruction and computation
+  renamed canonically and the module name and metadata dropped (so the same program traced
   from differently named functions or variables hits the same entry),
 * `CompileOptions.cache_key()` (the options that influence code),
-* the xlc version, the backend and the target (triple, CPU name and features for the CPU).
+* the xlc version, the backend and the target (triple, CPU name and features and the thread
+  count for the CPU).
 Writers write a temp file and rename it into place, so any number of processes may fill the
 same key at once and readers never see a partial entry. A hit costs one file read, the
 checksum checks and loading the code (no passes, no LLVM). A damaged entry is deleted and
@@ -18,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 import zipfile
 from collections.abc import Callable
@@ -36,31 +38,47 @@ SUFFIX = ".xlc"
 STATS: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "errors": 0}
 
 
+# A quoted string (kept as is) or an instruction/computation name as the printer writes it.
+_NAME_OR_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|%[\w.\-]+')
+# A computation's header line; its signature (parameter names and shapes) is dropped: the
+# parameter instructions repeat it.
+_COMPUTATION_HEAD = re.compile(r"^((?:ENTRY )?%[\w.\-]+) .*\{$", re.MULTILINE)
+
+
 def module_fingerprint(module: HloModule) -> str:
-    """A name-independent sha256 of `module`: the module is cloned, every computation and
-    instruction renamed in text order (`c0`, `i0`, ...), metadata and stack frames dropped,
-    and the printed text hashed. Requires a printable module; does not modify it."""
+    """A name-independent sha256 of `module`: the module printed without metadata, module
+    name, stack frames and computation signatures, every `%name` (instructions and
+    computations) replaced by its order of first appearance (`%n0`, `%n1`, ...; quoted
+    strings untouched), then hashed.
+    Renaming is a bijection, so only programs that differ in names alone share a
+    fingerprint. Requires a printable module; does not modify or copy it."""
     from xlc.hlo.printer import print_module
 
-    m = module.clone()
-    m.name = "m"
-    m.stack_frames = ""
-    n = 0
-    for ci, comp in enumerate(m.computations):
-        comp.name = f"c{ci}"
-        for inst in comp.instructions:
-            inst.name = f"i{n}"
-            n += 1
-    text = print_module(m, print_metadata=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    text = print_module(module, print_metadata=False)
+    if module.stack_frames:
+        text = text.replace(module.stack_frames, "", 1)
+    head = f"HloModule {module.name}"
+    text = text[len(head):] if text.startswith(head) else text
+    text = _COMPUTATION_HEAD.sub(r"\1 {", "\n".join(ln for ln in text.splitlines() if ln))
+    names: dict[str, str] = {}
+
+    def canonical(m: re.Match[str]) -> str:
+        token = m.group(0)
+        return token if token[0] == '"' else names.setdefault(token, f"%n{len(names)}")
+
+    return hashlib.sha256(_NAME_OR_STRING.sub(canonical, text).encode()).hexdigest()
 
 
-def target_description(backend: str) -> dict[str, Any]:
-    """What the generated code depends on besides the module and options."""
+def target_description(backend: str, options: CompileOptions) -> dict[str, Any]:
+    """What the generated code depends on besides the module and options: for the CPU the
+    host triple, CPU name and features, and the thread count baked into parallel kernels
+    (`threads=0` means every core of *this* machine). The GPU's target, `gpu_sm`, is an
+    option already."""
     if backend == "cpu":
         from xlc.backend_cpu.artifact_io import host_target
+        from xlc.backend_cpu.parallel import host_threads
 
-        return host_target().model_dump()
+        return {**host_target().model_dump(), "threads": host_threads(options.threads)}
     return {}
 
 
@@ -69,7 +87,8 @@ def cache_key(module: HloModule, backend: str, options: CompileOptions) -> str:
     from xlc import __version__
 
     parts = {"module": module_fingerprint(module), "options": options.cache_key(),
-             "xlc": __version__, "backend": backend, "target": target_description(backend)}
+             "xlc": __version__, "backend": backend,
+             "target": target_description(backend, options)}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
