@@ -1,35 +1,54 @@
 """Benchmark the GPU backend (needs an NVIDIA GPU and cuda-python; run it on a GPU machine).
 
-Usage: python tools/bench_gpu.py [--reps N] [--sm 80|90]
+Usage: python tools/bench_gpu.py [--reps N] [--sm XX] [--json out.json]
 
-Prints, measured side by side in one run:
-* `bench_elementwise_chain` and `bench_softmax`: time per call with inputs and outputs on the
-  device, effective bandwidth (input + output bytes / time) and that bandwidth as a fraction of
-  a device-to-device copy of the same number of bytes (the goal is >= 90%);
-* `bench_matmul` (1024^3 f32): GFLOP/s, next to cuBLAS through torch or cupy when importable;
-* per-call overhead of a tiny function, with and without CUDA graph replay;
-* JAX-GPU times for the same cases when jax with a GPU backend is importable.
-Times are medians of `--reps` calls after one warm-up call.
+Prints, measured side by side in one run (medians of `--reps` calls after one warm-up call):
+* `bench_elementwise_chain` and `bench_softmax` with inputs and outputs on the device: time per
+  call, effective bandwidth (input + output bytes / time) and that bandwidth as a fraction of a
+  device-to-device copy moving the same number of bytes (the goal is >= 90%);
+* `bench_matmul` (f32 1024^3) and `bench_mlp`: GFLOP/s, next to cuBLAS through torch or cupy
+  when importable (SGEMM of the same size);
+* per-call overhead of a tiny function, host arrays in and out, with and without CUDA graph
+  replay (and with device-resident arguments);
+* JAX times of the same corpus programs (their StableHLO, compiled by jaxlib for the GPU) when
+  jax with a CUDA backend is importable.
+The architecture defaults to the device's (`--sm` overrides it). Without a GPU or cuda-python
+it exits with status 1 and says why.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT.parent / "shared" / "corpus"))
+sys.path.insert(0, str(CORPUS))
 
 from xlc.backend_gpu import compile_gpu  # noqa: E402
-from xlc.backend_gpu.runtime import check, device_alloc, driver, to_device  # noqa: E402
+from xlc.backend_gpu.executable import GpuExecutable  # noqa: E402
+from xlc.backend_gpu.runtime import (  # noqa: E402
+    check,
+    compute_capability,
+    device_alloc,
+    device_free,
+    driver,
+    to_device,
+)
+from xlc.errors import XlcError  # noqa: E402
 from xlc.hlo.parser import parse_module  # noqa: E402
 from xlc.options import CompileOptions  # noqa: E402
+
+BANDWIDTH_CASES = ("bench_elementwise_chain", "bench_softmax")
+GEMM_CASES = ("bench_matmul", "bench_mlp")
 
 
 def median_time(fn: Callable[[], object], reps: int) -> float:
@@ -44,83 +63,101 @@ def median_time(fn: Callable[[], object], reps: int) -> float:
 
 
 def d2d_copy_time(nbytes: int, reps: int) -> float:
-    """Median time of a device-to-device copy of `nbytes` (read + write = 2 * nbytes)."""
+    """Median time of one device-to-device copy of `nbytes` (it reads and writes nbytes)."""
     drv = driver()
     src, dst = device_alloc(nbytes), device_alloc(nbytes)
 
     def copy() -> None:
         check(drv.cuMemcpyDtoD(dst, src, nbytes), "cuMemcpyDtoD")
         check(drv.cuCtxSynchronize(), "cuCtxSynchronize")
-    return median_time(copy, reps)
+    try:
+        return median_time(copy, reps)
+    finally:
+        device_free(src)
+        device_free(dst)
 
 
-def bench_case(name: str, reps: int, sm: int) -> dict[str, float]:
-    """Compile corpus case `name` and time it with device-resident inputs and outputs."""
+def compile_case(name: str, sm: int, **kw: Any) -> tuple[GpuExecutable, Any]:
+    """(executable, corpus case) for corpus case `name` compiled for `sm_<sm>` (with a cubin
+    when ptxas is on the PATH)."""
     from corpus import load_case  # type: ignore[import-not-found]
 
     case = load_case(name)
-    exe = compile_gpu(parse_module(case.module_text), CompileOptions(backend="gpu", gpu_sm=sm))
+    exe = compile_gpu(parse_module(case.module_text),
+                      CompileOptions(backend="gpu", gpu_sm=sm, **kw), assemble=True)
+    return exe, case
+
+
+def bench_case(name: str, reps: int, sm: int) -> dict[str, float]:
+    """Time corpus case `name` with device-resident inputs and outputs; bytes moved."""
+    exe, case = compile_case(name, sm)
     args = [to_device(a) for a in case.inputs]
     t = median_time(lambda: exe.run_on_device(args), reps)
     out_bytes = sum(o.slice.size for o in exe.outputs)
     in_bytes = sum(a.nbytes for a in case.inputs)
-    return {"time_s": t, "bytes": float(in_bytes + out_bytes)}
+    return {"time_s": t, "bytes": float(in_bytes + out_bytes),
+            "flops": float(case.meta.get("cost_analysis", {}).get("flops", 0.0)),
+            "shapes": [list(a.shape) for a in case.inputs]}
 
 
 def jax_time(name: str, reps: int) -> float | None:
-    """JAX-GPU time of the corpus case's HLO, when jax with a GPU is importable."""
+    """JAX time of the corpus case's StableHLO compiled for the GPU, when jax with a CUDA
+    backend is importable (None otherwise)."""
     try:
         import jax  # type: ignore[import-not-found]
-        import jax.numpy as jnp  # type: ignore[import-not-found]
-        if not any(d.platform == "gpu" for d in jax.devices()):
-            return None
+        from jax._src.lib import xla_client as xc  # type: ignore[import-not-found]
+        from jax.extend import backend as jb  # type: ignore[import-not-found]
+
+        be = jb.get_backend("gpu")
+        dev = be.local_devices()[0]
     except Exception:
         return None
     from corpus import load_case  # type: ignore[import-not-found]
 
     case = load_case(name)
-    fns = {
-        "bench_elementwise_chain": lambda a, b, c: jnp.tanh(a * b + c) * jnp.exp(-jnp.abs(c))
-        + jnp.log(a * a + 1),
-        "bench_softmax": lambda x: jax.nn.softmax(x, axis=1),
-        "bench_matmul": lambda a, b: a @ b,
-    }
-    fn = jax.jit(fns[name])
-    args = [jax.device_put(a) for a in case.inputs]
-    return median_time(lambda: fn(*args).block_until_ready(), reps)
+    text = (CORPUS / "cases" / name / "module.stablehlo.mlir").read_text()
+    try:
+        exe = be.compile_and_load(text, xc.DeviceList((dev,)), xc.CompileOptions())
+    except Exception as e:  # jaxlib's compile API moves between versions
+        print(f"  (JAX: cannot compile {name}: {type(e).__name__}: {e})", file=sys.stderr)
+        return None
+    args = [jax.device_put(a, dev) for a in case.inputs]
+
+    def run() -> None:
+        for out in exe.execute(args):
+            out.block_until_ready()
+    return median_time(run, reps)
 
 
-def cublas_gflops(n: int, reps: int) -> float | None:
-    """cuBLAS SGEMM GFLOP/s through torch or cupy, when importable."""
+def cublas_gflops(m: int, k: int, n: int, reps: int) -> tuple[str, float] | None:
+    """(library, GFLOP/s) of an f32 [m,k] x [k,n] GEMM through torch or cupy, if importable."""
     try:
         import torch  # type: ignore[import-not-found]
 
-        a = torch.randn(n, n, device="cuda")
-        b = torch.randn(n, n, device="cuda")
+        a = torch.randn(m, k, device="cuda")
+        b = torch.randn(k, n, device="cuda")
 
         def mm() -> None:
             torch.mm(a, b)
             torch.cuda.synchronize()
-        return 2 * n ** 3 / median_time(mm, reps) / 1e9
+        return "torch", 2 * m * k * n / median_time(mm, reps) / 1e9
     except Exception:
         pass
     try:
         import cupy  # type: ignore[import-not-found]
 
-        a = cupy.random.rand(n, n, dtype=cupy.float32)
-        b = cupy.random.rand(n, n, dtype=cupy.float32)
+        a2 = cupy.random.rand(m, k, dtype=cupy.float32)
+        b2 = cupy.random.rand(k, n, dtype=cupy.float32)
 
         def mm2() -> None:
-            a @ b
+            a2 @ b2
             cupy.cuda.Device().synchronize()
-        return 2 * n ** 3 / median_time(mm2, reps) / 1e9
+        return "cupy", 2 * m * k * n / median_time(mm2, reps) / 1e9
     except Exception:
         return None
 
 
-def overhead(reps: int, sm: int) -> tuple[float, float]:
-    """Per-call time of a tiny function without / with CUDA graph replay."""
-    exe = compile_gpu(parse_module("""
+TINY = """
 HloModule tiny
 ENTRY e {
   a = f32[16] parameter(0)
@@ -128,35 +165,71 @@ ENTRY e {
   c = f32[16] exponential(b)
   ROOT d = f32[16] add(a, c)
 }
-"""), CompileOptions(backend="gpu", gpu_sm=sm, fusion=False))
+"""
+
+
+def overhead(reps: int, sm: int) -> dict[str, float]:
+    """Per-call time of a tiny three-kernel function: host arrays without / with CUDA graph
+    replay, and device-resident arguments and results."""
+    exe = compile_gpu(parse_module(TINY), CompileOptions(backend="gpu", gpu_sm=sm,
+                                                         fusion=False), assemble=True)
     x = [np.ones(16, np.float32)]
-    return median_time(lambda: exe.run(x), reps), median_time(lambda: exe.run(x, graph=True),
-                                                              reps)
+    dx = [to_device(x[0])]
+    return {"host": median_time(lambda: exe.run(x, graph=False), reps),
+            "host_graph": median_time(lambda: exe.run(x, graph=True), reps),
+            "device": median_time(lambda: exe.run_on_device(dx, graph=False), reps)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    """Run every measurement and print the table (and write --json)."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--sm", type=int, default=80)
-    args = ap.parse_args()
-    print(f"{'case':<26}{'time':>12}{'GB/s':>10}{'% of D2D':>10}{'JAX':>12}")
-    for name in ("bench_elementwise_chain", "bench_softmax"):
-        r = bench_case(name, args.reps, args.sm)
+    ap.add_argument("--sm", type=int, default=None, help="architecture (default: the GPU's)")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    try:
+        cc = compute_capability()
+    except XlcError as e:
+        print(f"bench_gpu: {e}\nbench_gpu: this benchmark needs an NVIDIA GPU and cuda-python "
+              "(pip install cuda-python); run it on a GPU machine", file=sys.stderr)
+        return 1
+    sm = args.sm or cc
+    print(f"device: sm_{cc}; code for sm_{sm}; {args.reps} reps (medians)")
+    report: dict[str, Any] = {"device_sm": cc, "sm": sm, "cases": {}}
+    print(f"\n{'case':<26}{'time':>12}{'GB/s':>10}{'% of D2D':>10}{'JAX':>12}")
+    for name in BANDWIDTH_CASES:
+        r = bench_case(name, args.reps, sm)
         copy = d2d_copy_time(int(r["bytes"]) // 2, args.reps)
-        gbs = r["bytes"] / r["time_s"] / 1e9
-        copy_gbs = r["bytes"] / copy / 1e9
+        gbs, copy_gbs = r["bytes"] / r["time_s"] / 1e9, r["bytes"] / copy / 1e9
         jt = jax_time(name, args.reps)
+        report["cases"][name] = {**r, "gbs": gbs, "d2d_gbs": copy_gbs,
+                                 "fraction_of_d2d": gbs / copy_gbs, "jax_time_s": jt}
         print(f"{name:<26}{1e6 * r['time_s']:>10.1f}us{gbs:>10.1f}{100 * gbs / copy_gbs:>9.1f}%"
               f"{(f'{1e6 * jt:.1f}us' if jt else '-'):>12}")
-    r = bench_case("bench_matmul", args.reps, args.sm)
-    gflops = 2 * 1024 ** 3 / r["time_s"] / 1e9
-    ref = cublas_gflops(1024, args.reps)
-    print(f"bench_matmul: {gflops:.0f} GFLOP/s"
-          + (f" (cuBLAS {ref:.0f} GFLOP/s, {100 * gflops / ref:.0f}%)" if ref else ""))
-    plain, graph = overhead(args.reps * 5, args.sm)
-    print(f"per-call overhead (tiny fn, host in/out): {1e6 * plain:.1f} us plain, "
-          f"{1e6 * graph:.1f} us with CUDA graph")
+    print(f"\n{'case':<26}{'time':>12}{'GFLOP/s':>10}{'cuBLAS':>18}{'JAX':>12}")
+    for name in GEMM_CASES:
+        r = bench_case(name, args.reps, sm)
+        gflops = r["flops"] / r["time_s"] / 1e9
+        ref = None
+        if name == "bench_matmul":  # cuBLAS on the same [m,k] x [k,n]
+            (m, k), (_, n) = r["shapes"][0], r["shapes"][1]
+            ref = cublas_gflops(m, k, n, args.reps)
+        jt = jax_time(name, args.reps)
+        report["cases"][name] = {**r, "gflops": gflops, "jax_time_s": jt,
+                                 "cublas": None if ref is None else {"library": ref[0],
+                                                                      "gflops": ref[1]}}
+        ref_text = f"{ref[1]:.0f} ({ref[0]}, {100 * gflops / ref[1]:.0f}%)" if ref else "-"
+        print(f"{name:<26}{1e6 * r['time_s']:>10.1f}us{gflops:>10.0f}{ref_text:>18}"
+              f"{(f'{1e6 * jt:.1f}us' if jt else '-'):>12}")
+    ov = overhead(args.reps * 5, sm)
+    report["overhead_s"] = ov
+    print(f"\nper-call overhead (tiny fn, 3 kernels): {1e6 * ov['host']:.1f} us host in/out, "
+          f"{1e6 * ov['host_graph']:.1f} us with CUDA graph, {1e6 * ov['device']:.1f} us "
+          "device-resident")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

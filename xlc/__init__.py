@@ -1,7 +1,8 @@
 """xlc: an XLA-style ahead-of-time tensor compiler.
 
 Public API: `jit`, `ShapeDtype`, `compile`, `load`, the `numpy` / `lax` / `nn` namespaces
-(also importable as `import xlc.numpy as xnp`), `CompileOptions` and the error classes.
+(also importable as `import xlc.numpy as xnp`), `CompileOptions`, the error classes and
+`DeviceArray` (GPU memory; imported on first use).
 """
 from __future__ import annotations
 
@@ -32,8 +33,21 @@ _sys.modules[__name__ + ".numpy"] = numpy
 _sys.modules[__name__ + ".lax"] = lax
 _sys.modules[__name__ + ".nn"] = nn
 
+
+
+def __getattr__(name: str) -> object:
+    """`xlc.DeviceArray` (GPU memory, see docs/gpu.md) is imported on first use, so that
+    `import xlc` does not load the GPU backend."""
+    if name == "DeviceArray":
+        from xlc.backend_gpu.device_array import DeviceArray
+
+        return DeviceArray
+    raise AttributeError(f"module 'xlc' has no attribute {name!r}")
+
+
 __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
+    "DeviceArray",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
     "__version__",

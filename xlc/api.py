@@ -3,8 +3,10 @@ or modules, `ShapeDtype`, and the backend table.
 
 Backends: `BACKENDS` maps a name to a factory `(module, options) -> Executable`, where an
 Executable has `run(flat_args: list[np.ndarray]) -> list[np.ndarray]` (tuple results flattened
-in order). "interpreter" runs the reference evaluator; "cpu"/"gpu" raise UnsupportedOpError
-until their backends land.
+in order). "interpreter" runs the reference evaluator, "cpu" native code for this machine, and
+"gpu" PTX (plus a cubin when ptxas is on the PATH) run through cuda-python: compiling needs
+neither a GPU nor cuda-python, running raises XlcError("no CUDA device available: ...")
+without them (cuda-python is imported on the first GPU run only).
 
 Calling conventions: a jitted function's `Compiled` takes the *dynamic* arguments only (static
 ones are baked in, as in JAX's AOT API); Python scalars are weakly typed (int -> s32, float ->
@@ -15,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import operator
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -22,9 +25,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from xlc.errors import ArgumentError, UnsupportedOpError
+from xlc.errors import ArgumentError
 from xlc.frontend import dtypes, pytree
-from xlc.frontend.staging import Aval, trace_to_module
+from xlc.frontend.staging import Aval, check_argnums, trace_to_module
 from xlc.hlo.ir import HloModule, IOAlias
 from xlc.hlo.shape import PrimitiveType, Shape
 from xlc.options import CompileOptions, default_options
@@ -39,7 +42,13 @@ class ShapeDtype:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, shape: Sequence[int], dtype: Any):
-        self.shape = tuple(int(d) for d in shape)
+        try:
+            self.shape = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise ArgumentError(f"ShapeDtype: shape must be a sequence of ints, got "
+                                f"{shape!r}") from None
+        if any(d < 0 for d in self.shape):
+            raise ArgumentError(f"ShapeDtype: dimensions must be >= 0, got {self.shape}")
         self.dtype = dtypes.to_ptype(dtype).dtype
 
     def __repr__(self) -> str:
@@ -97,17 +106,18 @@ def _cpu(module: HloModule, options: CompileOptions) -> Executable:
     return compile_cpu(module, options)
 
 
-def _unavailable(name: str) -> Callable[[HloModule, CompileOptions], Executable]:
-    def factory(module: HloModule, options: CompileOptions) -> Executable:
-        raise UnsupportedOpError(f"backend '{name}' is not available yet; use "
-                                 "backend='interpreter'")
-    return factory
+def _gpu(module: HloModule, options: CompileOptions) -> Executable:
+    from xlc.backend_gpu import compile_gpu
+
+    # assemble a cubin when ptxas is on the PATH: PTX problems surface at compile time, and
+    # the runtime loads it without JIT when the device can run it (else it JITs the PTX)
+    return compile_gpu(module, options, assemble=True)
 
 
 BACKENDS: dict[str, Callable[[HloModule, CompileOptions], Executable]] = {
     "interpreter": InterpreterExecutable,
     "cpu": _cpu,
-    "gpu": _unavailable("gpu"),
+    "gpu": _gpu,
 }
 
 
@@ -121,7 +131,12 @@ def _make_executable(module: HloModule, backend: str, options: CompileOptions) -
 _PIPELINES: dict[str, tuple[str, str]] = {
     "interpreter": ("xlc.passes.optimize", "interpreter_passes"),
     "cpu": ("xlc.backend_cpu.compiler", "cpu_passes"),
-    "gpu": ("xlc.passes.optimize", "standard_passes"),
+    "gpu": ("xlc.backend_gpu.compiler", "gpu_passes"),
+}
+# Backends whose optimization is more than running their pass list and assigning buffers
+# with the default alignment: (module, function(module, options) -> OptimizedModule).
+_OPTIMIZERS: dict[str, tuple[str, str]] = {
+    "gpu": ("xlc.backend_gpu.compiler", "optimize_gpu"),  # 256-byte slices, stream ordering
 }
 
 
@@ -143,6 +158,9 @@ def optimize_module(module: HloModule, backend: str | None = None,
     if opts.backend not in _PIPELINES:
         raise ArgumentError(f"unknown backend '{opts.backend}' (known: "
                             f"{', '.join(sorted(_PIPELINES))})")
+    if opts.backend in _OPTIMIZERS:
+        mod_name, fn_name = _OPTIMIZERS[opts.backend]
+        return getattr(importlib.import_module(mod_name), fn_name)(module, opts)
     mod_name, fn_name = _PIPELINES[opts.backend]
     passes = getattr(importlib.import_module(mod_name), fn_name)(opts)
     return run_pipeline(module, opts, passes=passes, name=opts.backend)
@@ -162,19 +180,45 @@ def _leaf_aval(x: Any, where: str, allow_abstract: bool) -> Aval:
             raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
                                 "pass arrays to call the function")
         return Aval(PrimitiveType.from_dtype(x.dtype), x.shape)
+    dev = _device_leaf(x, where)
+    if dev is not None:
+        return Aval(_ptype(dev.dtype, where), dev.shape)
     if isinstance(x, (np.ndarray, np.generic)):
-        try:
-            return Aval(PrimitiveType.from_dtype(x.dtype), tuple(x.shape))
-        except TypeError:
-            raise ArgumentError(f"{where}: unsupported dtype {x.dtype}") from None
+        return Aval(_ptype(x.dtype, where), tuple(x.shape))
     if dtypes.is_python_scalar(x):
-        return Aval(dtypes.python_scalar_type(x), (), not isinstance(x, bool))
+        ptype = dtypes.python_scalar_type(x)
+        if ptype.is_integer and not np.iinfo(ptype.dtype).min <= x <= np.iinfo(ptype.dtype).max:
+            raise ArgumentError(f"{where}: Python int {x} does not fit in {ptype.text}, the type "
+                                "of Python int arguments; pass a numpy value such as "
+                                f"np.int64({x})")
+        return Aval(ptype, (), not isinstance(x, bool))
     from xlc.frontend.tracer import Tracer
 
     if isinstance(x, Tracer):
         raise ArgumentError(f"{where}: a traced value leaked out of its trace")
     raise ArgumentError(f"{where}: unsupported argument type {type(x).__name__}; pass numpy "
                         "arrays or scalars, or mark the argument static with static_argnums")
+
+
+def _ptype(dtype: Any, where: str) -> PrimitiveType:
+    try:
+        return PrimitiveType.from_dtype(dtype)
+    except TypeError:
+        raise ArgumentError(f"{where}: unsupported dtype {dtype}") from None
+
+
+def _device_leaf(x: Any, where: str) -> Any:
+    """`x` as an `xlc.DeviceArray` when it lives on a GPU (a DeviceArray or any object with
+    `__cuda_array_interface__`), else None. Device arrays are passed to the backend as they
+    are: the GPU backend uses them in place, the others copy them to the host."""
+    if not hasattr(x, "__cuda_array_interface__"):
+        return None
+    from xlc.backend_gpu.device_array import as_device_array
+
+    try:
+        return as_device_array(x)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ArgumentError(f"{where}: unusable device array ({e})") from None
 
 
 def _leaf_labels(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
@@ -226,6 +270,12 @@ def _convert_arg(x: Any, aval: Aval, where: str) -> np.ndarray:
     if isinstance(x, ShapeDtype):
         raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
                             "pass arrays to call the function")
+    dev = _device_leaf(x, where)
+    if dev is not None:
+        got = Shape.array(_ptype(dev.dtype, where), dev.shape).to_text(layout=False)
+        if got != expected:
+            raise ArgumentError(f"{where}: expected {expected}, got {got} (on the GPU)")
+        return dev  # type: ignore[no-any-return]
     if not isinstance(x, (np.ndarray, np.generic)):
         raise ArgumentError(f"{where}: expected {expected}, got {type(x).__name__}")
     arr = np.asarray(x)
@@ -345,6 +395,21 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call_flat(self._flat_args(args, kwargs))
 
+    def executable(self) -> Any:
+        """The backend's executable (e.g. an `xlc.backend_gpu.GpuExecutable`, with its PTX,
+        kernels and thunk schedule), also for an executable loaded from a file or the cache."""
+        return getattr(self._exe, "runner", self._exe)
+
+    def call_on_device(self, *args: Any, **kwargs: Any) -> Any:
+        """Like calling, but the results stay on the GPU: an output pytree of
+        `xlc.DeviceArray` (backend "gpu" only; ArgumentError otherwise). Arguments may be
+        numpy arrays or device arrays."""
+        run = getattr(self.executable(), "run_on_device", None)
+        if run is None:
+            raise ArgumentError(f"{self.name}: results can stay on the device only with "
+                                f"backend='gpu' (this executable is for '{self.backend}')")
+        return pytree.unflatten(self.out_tree, run(self._flat_args(args, kwargs)))
+
     def __repr__(self) -> str:
         return f"<Compiled {self.name} on {self.backend}>"
 
@@ -390,6 +455,8 @@ class Jitted:
     def __init__(self, fn: Callable[..., Any], static_argnums: Sequence[int] = (),
                  static_argnames: Sequence[str] = (), donate_argnums: Sequence[int] = (),
                  backend: str | None = None, options: CompileOptions | None = None):
+        if not callable(fn):
+            raise ArgumentError(f"jit: expected a function, got {type(fn).__name__} {fn!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
@@ -401,10 +468,12 @@ class Jitted:
             raise ArgumentError(f"unknown backend '{self.backend}' (known: "
                                 f"{', '.join(sorted(BACKENDS))})")
         try:
-            params = [p for p in inspect.signature(fn).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            self._signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
-            params = []
+            self._signature = None
+        all_params = list(self._signature.parameters.values()) if self._signature else []
+        params = [p for p in all_params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self._pos_names = [p.name for p in params]
         nums = set(_norm_nums(static_argnums))
         names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
@@ -417,6 +486,9 @@ class Jitted:
         self.static_argnums = frozenset(nums)
         self.static_argnames = frozenset(names)
         self.donate_argnums = frozenset(_norm_nums(donate_argnums))
+        if self._signature is not None:
+            check_argnums(self.name, all_params, self.static_argnums, self.static_argnames,
+                           self.donate_argnums)
         self._cache: dict[Any, Compiled] = {}
         self.hits = 0
         self.misses = 0
@@ -462,7 +534,18 @@ class Jitted:
         """Trace for the signature of `args` (arrays, scalars or ShapeDtype)."""
         return self._lower(args, kwargs, allow_abstract=True)
 
+    def _check_call(self, args: tuple, kwargs: dict) -> None:
+        """ArgumentError for a call that does not fit the function's signature (instead of a
+        TypeError from inside the trace)."""
+        if self._signature is None:
+            return
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.name}: {e}") from None
+
     def _lower(self, args: tuple, kwargs: dict, allow_abstract: bool) -> Lowered:
+        self._check_call(args, kwargs)
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
         labels = _leaf_labels(in_tree, self._arg_names(args))
@@ -475,7 +558,7 @@ class Jitted:
 
         log.debug("tracing %s for %s", self.name, [str(a) for a in avals])
         traced = trace_to_module(staged, in_tree, avals, self.name,
-                                 _param_names(in_tree, self._arg_names(args)))
+                                 _param_names(in_tree, self._arg_names(args)), user_fn=self.fn)
         self._add_aliases(traced, dyn_args, args)
         _verify(traced.module, self.options)
         return Lowered(traced.module, self.options, self.backend, in_tree, avals,

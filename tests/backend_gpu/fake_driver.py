@@ -5,6 +5,9 @@ cuda-python's conventions (every call returns `(CUresult, values...)`).
 
 Streams execute eagerly and in issue order (a legal schedule of the real thing); during stream
 capture operations are recorded instead and replayed by `cuGraphLaunch`.
+
+Several executables can share one fake (`add(exe)`): `cuModuleLoadData` finds the executable
+whose PTX (or cubin) the image is, and launches run that executable's emulated kernels.
 """
 from __future__ import annotations
 
@@ -36,6 +39,11 @@ class CUstreamCaptureMode:
     CU_STREAM_CAPTURE_MODE_GLOBAL = 0
 
 
+class CUdevice_attribute:  # noqa: N801
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
 class FakeDriver:
     """The driver API subset used by xlc.backend_gpu.runtime, for one executable."""
 
@@ -43,15 +51,24 @@ class FakeDriver:
     CUstream_flags = CUstream_flags
     CUevent_flags = CUevent_flags
     CUstreamCaptureMode = CUstreamCaptureMode
+    CUdevice_attribute = CUdevice_attribute
 
-    def __init__(self, exe: GpuExecutable | None = None):
-        self.emulator = Emulator(exe) if exe is not None else None
+    def __init__(self, exe: GpuExecutable | None = None, compute_capability: int = 80):
+        self.programs: list[tuple[GpuExecutable, Emulator]] = []
+        if exe is not None:
+            self.add(exe)
+        self.compute_capability = compute_capability
+        self.loaded: list[bytes] = []
         self.memory: dict[int, np.ndarray] = {}
         self.freed: list[int] = []
         self.launches: list[str] = []
         self.capture: list[Callable[[], None]] | None = None
         self.calls: list[str] = []
         self.graph_launches = 0
+
+    def add(self, exe: GpuExecutable) -> None:
+        """Make `exe`'s kernels loadable (its PTX or cubin) and runnable (emulated)."""
+        self.programs.append((exe, Emulator(exe)))
 
     # ---- helpers ------------------------------------------------------------------------
     def _do(self, name: str, op: Callable[[], None]) -> tuple[int]:
@@ -75,6 +92,13 @@ class FakeDriver:
     def cuDeviceGet(self, ordinal: int) -> tuple[int, int]:  # noqa: N802
         return (OK, ordinal)
 
+    def cuDeviceGetAttribute(self, attr: int, dev: int) -> tuple[int, int]:  # noqa: N802
+        major, minor = divmod(self.compute_capability, 10)
+        if attr == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+            return (OK, major)
+        assert attr == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, attr
+        return (OK, minor)
+
     def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[int, str]:  # noqa: N802
         return (OK, "ctx")
 
@@ -87,10 +111,19 @@ class FakeDriver:
     def cuModuleLoadData(self, image: int) -> tuple[int, str]:  # noqa: N802
         head = ctypes.string_at(image, 16)
         assert head.startswith((b"//", b"\x7fELF")), head  # PTX text or a cubin
-        return (OK, "module")
+        self.loaded.append(head[:4])
+        if head.startswith(b"//"):  # NUL-terminated PTX: compare the whole text
+            text = ctypes.string_at(image)
+            found = [k for k, (e, _) in enumerate(self.programs) if e.ptx.encode() == text]
+        else:
+            found = [k for k, (e, _) in enumerate(self.programs) if e.cubin]
+        assert len(found) == 1, f"image matches {len(found)} registered executables"
+        return (OK, found[0])
 
-    def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[int, str]:  # noqa: N802
-        return (OK, name.decode())
+    def cuModuleGetFunction(self, module: int, name: bytes  # noqa: N802
+                            ) -> tuple[int, tuple[int, str]]:
+        assert name.decode() in self.programs[module][0].kernel_names, name
+        return (OK, (module, name.decode()))
 
     # ---- memory -------------------------------------------------------------------------
     def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
@@ -151,15 +184,17 @@ class FakeDriver:
         assert self.capture is None, "synchronising a capturing stream"
         return (OK,)
 
-    def cuLaunchKernel(self, f: str, gx: int, gy: int, gz: int, bx: int, by: int,  # noqa: N802
-                       bz: int, shmem: int, s: Any, params: Any, extra: Any) -> tuple[int]:
+    def cuLaunchKernel(self, f: tuple[int, str], gx: int, gy: int, gz: int,  # noqa: N802
+                       bx: int, by: int, bz: int, shmem: int, s: Any, params: Any,
+                       extra: Any) -> tuple[int]:
         ptrs, types = params
         assert len(ptrs) == len(types) and shmem == 0 and extra == 0
-        assert self.emulator is not None
+        module, name = f
+        emulator = self.programs[module][1]
 
         def op() -> None:
-            self.launches.append(f)
-            self.emulator.launch_raw(f, (gx, gy, gz), (bx, by, bz), list(ptrs))
+            self.launches.append(name)
+            emulator.launch_raw(name, (gx, gy, gz), (bx, by, bz), list(ptrs))
         return self._do("launch", op)
 
     # ---- graphs -------------------------------------------------------------------------

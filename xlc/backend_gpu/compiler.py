@@ -18,6 +18,8 @@ from xlc.backend_gpu import (  # noqa: F401  (importing registers the emitters)
     emit_loop,
     emit_misc,
     emit_reduce,
+    emit_rng,
+    emit_select_scatter,
     emit_sort,
     emit_transpose,
     nvptx,
@@ -25,7 +27,7 @@ from xlc.backend_gpu import (  # noqa: F401  (importing registers the emitters)
 from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.streams import StreamPlan, plan_streams, prepare_multi_stream
-from xlc.errors import UnsupportedOpError
+from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
@@ -51,14 +53,15 @@ def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
 
 @dataclass
 class GpuCompileResult:
-    """What emission produced: the PTX, optional cubin, kernel names, constants and the
-    (unoptimised) NVPTX LLVM IR text."""
+    """What emission produced: the PTX, optional cubin, kernel names, constants, the
+    (unoptimised) NVPTX LLVM IR text and the PTX ISA version (x10)."""
 
     ptx: str
     cubin: bytes | None
     kernel_names: list[str]
     constants: dict[int, bytes]
     llvm_ir: str = ""
+    ptx_version: int = nvptx.DEFAULT_PTX_VERSION
 
 
 def run_gpu_passes(module: HloModule, options: CompileOptions
@@ -77,16 +80,37 @@ def run_gpu_passes(module: HloModule, options: CompileOptions
     return opt, streams
 
 
+def optimize_gpu(module: HloModule, options: CompileOptions) -> OptimizedModule:
+    """The GPU pipeline and buffer assignment of `module` (in place), as `compile_gpu` runs
+    them (256-byte alignment; multi-stream ordering when `options.gpu_streams > 1`)."""
+    check_gpu_options(options)
+    return run_gpu_passes(module, options)[0]
+
+
+def check_gpu_options(options: CompileOptions, ptx_version: int | None = None) -> int:
+    """Validate the GPU fields of `options` before anything is compiled; returns the PTX ISA
+    version (x10) to emit. ArgumentError for an unknown `gpu_sm`, a PTX version that cannot
+    target it, or `gpu_streams < 1`."""
+    if options.gpu_streams < 1:
+        raise ArgumentError(f"gpu_streams must be at least 1, got {options.gpu_streams}")
+    if ptx_version is None:
+        ptx_version = options.gpu_ptx_version
+    return nvptx.ptx_version_for(options.gpu_sm, ptx_version)
+
+
 def compile_gpu(module: HloModule, options: CompileOptions | None = None,
-                ptx_version: int = nvptx.DEFAULT_PTX_VERSION,
+                ptx_version: int | None = None,
                 assemble: bool = False) -> GpuExecutable:
-    """Compile `module` (cloned; the caller's stays as is) for `sm_<options.gpu_sm>`.
+    """Compile `module` (cloned; the caller's stays as is) for `sm_<options.gpu_sm>`, emitting
+    PTX ISA `ptx_version` (x10; default `options.gpu_ptx_version`, else
+    `nvptx.ptx_version_for(sm)`). `options.gpu_graphs` makes `run` replay a CUDA graph.
 
     Returns a GpuExecutable holding the optimized module, buffer assignment, thunk schedule
-    and PTX (plus a cubin when `assemble` and ptxas is on the PATH). Raises UnsupportedOpError
-    naming the instruction for anything without a GPU emitter and LoweringError when LLVM or
-    ptxas rejects a kernel."""
+    and PTX (plus a cubin when `assemble` and ptxas is on the PATH). Raises ArgumentError for
+    an unsupported architecture / PTX version, UnsupportedOpError naming the instruction for
+    anything without a GPU emitter and LoweringError when LLVM or ptxas rejects a kernel."""
     options = options or default_options()
+    ptx_version = check_gpu_options(options, ptx_version)
     t0 = time.perf_counter()
     mod = module.clone()
     opt, streams = run_gpu_passes(mod, options)
@@ -106,14 +130,17 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     t4 = time.perf_counter()
     # named stages: hlo -> opt.hlo (optimize_module) -> .ll -> .ptx (-> .cubin)
     dump_text(options, mod.name, f"sm_{options.gpu_sm}.ll", llvm_ir)
-    dump_text(options, mod.name, f"sm_{options.gpu_sm}.ptx", ptx)
+    ptx_path = dump_text(options, mod.name, f"sm_{options.gpu_sm}.ptx", ptx)
+    if ptx_path is not None and cubin is not None:
+        with open(ptx_path[:-len("ptx")] + "cubin", "wb") as f:
+            f.write(cubin)
     dump_text(options, mod.name, "thunks.json", json.dumps(plan.thunks.to_dict(), indent=1))
     timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "ptx_s": t3 - t2,
                "ptxas_s": t4 - t3}
     log.debug("compiled %s for sm_%d: %s", mod.name, options.gpu_sm, timings)
     return GpuExecutable(opt, plan, GpuCompileResult(ptx, cubin, em.kernel_names,
-                                                     em.constants, llvm_ir),
-                         sm=options.gpu_sm, timings=timings)
+                                                     em.constants, llvm_ir, ptx_version),
+                         sm=options.gpu_sm, timings=timings, graphs=options.gpu_graphs)
 
 
 def _check_entry(module: HloModule) -> None:

@@ -8,7 +8,9 @@ Design:
 * DLPack: `__dlpack_device__()` -> (kDLCUDA = 2, 0) and `__dlpack__()` -> a "dltensor"
   PyCapsule (DLManagedTensor built with ctypes; the capsule keeps the array alive until the
   consumer calls the deleter), so `torch.from_dlpack(x)` / `cupy.from_dlpack(x)` work;
-* `to_numpy()` copies back to the host; `xlc.backend_gpu.runtime.to_device(np_array)` uploads.
+* `to_numpy()` copies back to the host; `DeviceArray.from_numpy(np_array)` uploads;
+* `as_device_array(x)` wraps any C-contiguous object with `__cuda_array_interface__` (CuPy,
+  PyTorch, Numba arrays) without a copy, so they can be passed as arguments.
 Creating or copying needs cuda-python and a GPU (imported lazily); describing does not.
 """
 from __future__ import annotations
@@ -78,13 +80,21 @@ class DeviceArray:
     __slots__ = ("ptr", "shape", "dtype", "owner", "base", "device_id", "__weakref__")
 
     def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: bool = False,
-                 base: DeviceArray | None = None, device_id: int = 0):
+                 base: Any = None, device_id: int = 0):
         self.ptr = int(ptr)
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.owner = owner
         self.base = base
         self.device_id = device_id
+
+    @staticmethod
+    def from_numpy(array: Any) -> DeviceArray:
+        """Copy a numpy array (or anything `np.asarray` accepts) to a new DeviceArray on
+        device 0. XlcError("no CUDA device available: ...") without a GPU."""
+        from xlc.backend_gpu.runtime import to_device
+
+        return to_device(np.asarray(array))
 
     @property
     def size(self) -> int:
@@ -151,3 +161,26 @@ class DeviceArray:
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
             self.ptr = 0
+
+
+def as_device_array(x: Any) -> DeviceArray | None:
+    """`x` as a DeviceArray: itself, a zero-copy view of an object exposing a C-contiguous
+    `__cuda_array_interface__` (kept alive as the view's `base`), or None for anything else
+    (host data). TypeError for a strided (non C-contiguous) device array."""
+    if isinstance(x, DeviceArray):
+        return x
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    shape = tuple(int(d) for d in cai["shape"])
+    dtype = np.dtype(cai["typestr"])
+    strides = cai.get("strides")
+    if strides is not None:
+        expect, step = [], dtype.itemsize
+        for d in reversed(shape):
+            expect.append(step)
+            step *= d
+        if tuple(strides) != tuple(reversed(expect)) and 0 not in shape:
+            raise TypeError(f"device array of shape {shape} is not C-contiguous (strides "
+                            f"{tuple(strides)}); make a contiguous copy first")
+    return DeviceArray(int(cai["data"][0]), shape, dtype, owner=False, base=x)

@@ -38,12 +38,10 @@ NO_THUNK = (Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_EL
 """Opcodes that launch nothing: their results are slices assigned elsewhere."""
 
 UNSUPPORTED: dict[Opcode, str] = {
-    Opcode.SELECT_AND_SCATTER: "select-and-scatter is not implemented by the GPU backend yet",
-    Opcode.RNG: "random number generation is not implemented by the GPU backend yet",
-    Opcode.RNG_BIT_GENERATOR: "random number generation is not implemented by the GPU "
-                              "backend yet",
-    Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the GPU "
-                                     "backend yet",
+    Opcode.RNG: "the stateful 'rng' op is not supported (XLA expands it; JAX emits "
+                "rng-bit-generator, which is supported)",
+    Opcode.RNG_GET_AND_UPDATE_STATE: "the stateful 'rng' ops are not supported (XLA expands "
+                                     "them; use rng-bit-generator)",
     Opcode.CUSTOM_CALL: "custom-call targets are not supported by the GPU backend",
 }
 """Opcodes with no GPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""

@@ -42,6 +42,12 @@ class AllocationInfo:
         return {"index": self.index, "size": self.size, "kind": self.kind,
                 "parameter_number": self.parameter_number, "donated": self.donated}
 
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> AllocationInfo:
+        """Inverse of `to_dict`."""
+        return AllocationInfo(int(d["index"]), int(d["size"]), str(d["kind"]),
+                              int(d["parameter_number"]), bool(d["donated"]))
+
 
 @dataclass(frozen=True)
 class OutputInfo:
@@ -54,8 +60,13 @@ class OutputInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {"slice": self.slice.to_list(), "dtype": self.dtype, "dims": list(self.dims),
-                "physical_perm": None if self.physical_perm is None
-                else list(self.physical_perm)}
+                "physical_perm": _perm_list(self.physical_perm)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> OutputInfo:
+        """Inverse of `to_dict`."""
+        return OutputInfo(BufferSlice.from_list(d["slice"]), str(d["dtype"]),
+                          tuple(int(x) for x in d["dims"]), _perm_tuple(d["physical_perm"]))
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,24 @@ class ParameterInfo:
     dtype: str
     dims: tuple[int, ...]
     physical_perm: tuple[int, ...] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "allocation": self.allocation, "dtype": self.dtype,
+                "dims": list(self.dims), "physical_perm": _perm_list(self.physical_perm)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> ParameterInfo:
+        """Inverse of `to_dict`."""
+        return ParameterInfo(int(d["number"]), int(d["allocation"]), str(d["dtype"]),
+                             tuple(int(x) for x in d["dims"]), _perm_tuple(d["physical_perm"]))
+
+
+def _perm_list(perm: tuple[int, ...] | None) -> list[int] | None:
+    return None if perm is None else list(perm)
+
+
+def _perm_tuple(perm: list[int] | None) -> tuple[int, ...] | None:
+    return None if perm is None else tuple(int(x) for x in perm)
 
 
 def physical_perm(shape: Shape) -> tuple[int, ...] | None:
@@ -81,7 +110,12 @@ class GpuExecutable:
 
     def __init__(self, optimized: OptimizedModule, plan: StreamPlan,
                  result: GpuCompileResult, sm: int = 80,
-                 timings: dict[str, float] | None = None):
+                 timings: dict[str, float] | None = None,
+                 tables: tuple[list[AllocationInfo], list[ParameterInfo], list[OutputInfo]]
+                 | None = None, graphs: bool = False):
+        """`tables` (allocations, parameters, outputs) are derived from the buffer assignment
+        unless given (an executable loaded from an artifact passes the stored ones); `graphs`
+        is the default of `run`'s `graph` argument."""
         module = optimized.module
         assert module.entry is not None and module.entry.root is not None
         self.optimized = optimized
@@ -91,29 +125,17 @@ class GpuExecutable:
         self.ptx = result.ptx
         self.llvm_ir = result.llvm_ir
         self.cubin = result.cubin
+        self.ptx_version = result.ptx_version
         self.kernel_names = list(result.kernel_names)
         self.constants = dict(result.constants)
         self.sm = sm
+        self.graphs = graphs
         self.timings = timings or {}
         self._runtime: GpuRuntime | None = None
         self._lock = threading.Lock()
-        self.allocations = [
-            AllocationInfo(a.index, a.size, a.kind, a.parameter_number,
-                           a.aliased_with_output or a.maybe_live_out)
-            for a in self.assignment.allocations]
-        self.parameters = []
-        for p in module.entry.parameters:
-            sl = self.assignment.slice_of(p, ())
-            self.parameters.append(ParameterInfo(p.parameter_number, sl.index,
-                                                 str(p.shape.dtype), tuple(p.shape.dims),
-                                                 physical_perm(p.shape)))
-        root = module.entry.root
-        self.outputs = []
-        for index, shape in root.shape.leaves():
-            sl = self.assignment.slice_of(root, index)
-            self.outputs.append(OutputInfo(BufferSlice(sl.index, sl.offset, shape.byte_size()),
-                                           str(shape.dtype), tuple(shape.dims),
-                                           physical_perm(shape)))
+        if tables is None:
+            tables = _tables(optimized)
+        self.allocations, self.parameters, self.outputs = (list(t) for t in tables)
 
     @property
     def thunks(self) -> SequentialThunk:
@@ -128,13 +150,20 @@ class GpuExecutable:
         """Parameter / output / temp / constant / alias / peak bytes."""
         return self.optimized.memory_stats()
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything but the HLO module, as plain data (artifact manifest)."""
-        return {"sm": self.sm, "ptx": self.ptx, "kernels": self.kernel_names,
-                "allocations": [a.to_dict() for a in self.allocations],
-                "outputs": [o.to_dict() for o in self.outputs],
-                "constants": {str(k): v.hex() for k, v in self.constants.items()},
-                "thunks": self.plan.thunks.to_dict(), "streams": self.plan.to_dict()}
+    def to_dict(self, code: bool = True) -> dict[str, Any]:
+        """Everything but the HLO module, as plain data; without `code`, the PTX, cubin and
+        constant bytes are left out (the artifact stores them as members of their own)."""
+        d: dict[str, Any] = {
+            "sm": self.sm, "ptx_version": self.ptx_version, "graphs": self.graphs,
+            "kernels": self.kernel_names,
+            "allocations": [a.to_dict() for a in self.allocations],
+            "parameters": [p.to_dict() for p in self.parameters],
+            "outputs": [o.to_dict() for o in self.outputs],
+            "thunks": self.plan.thunks.to_dict(), "streams": self.plan.to_dict()}
+        if code:
+            d["ptx"] = self.ptx
+            d["constants"] = {str(k): v.hex() for k, v in self.constants.items()}
+        return d
 
     # ---- running ----------------------------------------------------------------------
     def runtime(self) -> GpuRuntime:
@@ -157,14 +186,38 @@ class GpuExecutable:
                 raise ArgumentError(f"{self.module.name}: argument {p.number} has shape "
                                     f"{shape}, expected {p.dims}")
 
-    def run(self, flat_args: list[Any], graph: bool = False) -> list[np.ndarray]:
+    def run(self, flat_args: list[Any], graph: bool | None = None) -> list[np.ndarray]:
         """Run once on the GPU; returns the flat outputs as numpy arrays. Arguments are numpy
-        arrays (copied to the device) or DeviceArrays (used in place). With `graph` the
-        schedule is captured once as a CUDA graph and replayed."""
+        arrays (copied to the device) or device arrays (`DeviceArray` or anything with
+        `__cuda_array_interface__`, C-contiguous; used in place). With `graph` (default: the
+        `gpu_graphs` option) the schedule is captured once as a CUDA graph and replayed."""
         self.check_args(flat_args)
-        return self.runtime().run(flat_args, graph=graph)
+        return self.runtime().run(flat_args, graph=self.graphs if graph is None else graph)
 
-    def run_on_device(self, flat_args: list[Any], graph: bool = False) -> list[Any]:
+    def run_on_device(self, flat_args: list[Any], graph: bool | None = None) -> list[Any]:
         """Like `run` but the outputs stay on the GPU as DeviceArrays."""
         self.check_args(flat_args)
-        return self.runtime().run(flat_args, graph=graph, to_host=False)
+        return self.runtime().run(flat_args, graph=self.graphs if graph is None else graph,
+                                  to_host=False)
+
+
+def _tables(optimized: OptimizedModule
+            ) -> tuple[list[AllocationInfo], list[ParameterInfo], list[OutputInfo]]:
+    """The runtime's tables of a compiled module: allocations, parameters, outputs."""
+    module, assignment = optimized.module, optimized.assignment
+    assert module.entry is not None and module.entry.root is not None
+    allocations = [AllocationInfo(a.index, a.size, a.kind, a.parameter_number,
+                                  a.aliased_with_output or a.maybe_live_out)
+                   for a in assignment.allocations]
+    parameters = []
+    for p in module.entry.parameters:
+        sl = assignment.slice_of(p, ())
+        parameters.append(ParameterInfo(p.parameter_number, sl.index, str(p.shape.dtype),
+                                        tuple(p.shape.dims), physical_perm(p.shape)))
+    root = module.entry.root
+    outputs = []
+    for index, shape in root.shape.leaves():
+        sl = assignment.slice_of(root, index)
+        outputs.append(OutputInfo(BufferSlice(sl.index, sl.offset, shape.byte_size()),
+                                  str(shape.dtype), tuple(shape.dims), physical_perm(shape)))
+    return allocations, parameters, outputs

@@ -1,6 +1,8 @@
 """The NVPTX target: LLVM modules for `nvptx64-nvidia-cuda`, NVVM intrinsics, PTX, ptxas.
 
 What lives here:
+* `check_target(sm, ptx_version)` - the architectures and PTX ISA versions we can emit (checked
+  before LLVM sees them: LLVM aborts the process on a PTX version too old for the target);
 * `new_kernel_module(name)` - an llvmlite module with the NVPTX triple and data layout;
 * `kernel_function(module, name, nargs, max_threads)` - a `void name(ptr addrspace(1) ...)`
   kernel entry, marked through `nvvm.annotations` (`kernel`, `maxntid`);
@@ -25,7 +27,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.errors import LoweringError
+from xlc.errors import ArgumentError, LoweringError
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -35,7 +37,47 @@ SHARED = 3
 GPTR = ir.PointerType(addrspace=GLOBAL)
 WARP = 32
 DEFAULT_PTX_VERSION = 78
-"""PTX ISA 7.8: understood by ptxas >= CUDA 11.8, enough for sm_80 and sm_90."""
+"""PTX ISA 7.8: understood by ptxas >= CUDA 11.8, enough for sm_80 and sm_90. Newer
+architectures raise it to their minimum (`ptx_version_for`)."""
+
+MIN_PTX_VERSION: dict[int, int] = {
+    50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 75: 63, 80: 70, 86: 71,
+    87: 74, 89: 78, 90: 78, 100: 86, 101: 86, 103: 88, 110: 90, 120: 87, 121: 88,
+}
+"""Supported `sm_XX` architectures and the oldest PTX ISA (x10) that can target each (the PTX
+ISA's target notes). The NVIDIA toolkit may support fewer: CUDA 13's ptxas starts at sm_75."""
+PTX_VERSIONS = (*range(40, 44), *range(50, 51), *range(60, 66), *range(70, 79),
+                *range(80, 89), 90)
+"""PTX ISA versions (x10) llvmlite's NVPTX target can emit."""
+
+
+def _version_text(v: int) -> str:
+    return f"{v // 10}.{v % 10}"
+
+
+def ptx_version_for(sm: int, requested: int | None = None) -> int:
+    """The PTX ISA version (x10) to emit for `sm_<sm>`: `requested`, or by default the larger of
+    DEFAULT_PTX_VERSION and the architecture's minimum. ArgumentError for an unknown
+    architecture, an unknown PTX version, or one too old for the architecture."""
+    if sm not in MIN_PTX_VERSION:
+        known = ", ".join(str(k) for k in MIN_PTX_VERSION)
+        raise ArgumentError(f"unsupported GPU architecture sm_{sm} (gpu_sm); known: {known}")
+    need = MIN_PTX_VERSION[sm]
+    if requested is None:
+        return max(DEFAULT_PTX_VERSION, need)
+    if requested not in PTX_VERSIONS:
+        known = ", ".join(_version_text(v) for v in PTX_VERSIONS)
+        raise ArgumentError(f"unsupported PTX ISA version {requested} "
+                            f"({_version_text(requested)}); known: {known}")
+    if requested < need:
+        raise ArgumentError(f"PTX ISA {_version_text(requested)} cannot target sm_{sm}: it "
+                            f"needs PTX ISA {_version_text(need)} or newer")
+    return requested
+
+
+def check_target(sm: int, ptx_version: int) -> None:
+    """ArgumentError unless `ptx_version` (x10) can target `sm_<sm>` (see `ptx_version_for`)."""
+    ptx_version_for(sm, ptx_version)
 
 _lock = threading.RLock()
 _machines: dict[tuple[int, int, int], llvm.TargetMachine] = {}
@@ -50,9 +92,11 @@ def _init() -> None:
         _initialized = True
 
 
-def target_machine(sm: int, ptx_version: int = DEFAULT_PTX_VERSION,
+def target_machine(sm: int, ptx_version: int | None = None,
                    opt: int = 3) -> llvm.TargetMachine:
-    """A cached NVPTX target machine for `sm_<sm>` emitting PTX ISA `ptx_version` (78 = 7.8)."""
+    """A cached NVPTX target machine for `sm_<sm>` emitting PTX ISA `ptx_version` (78 = 7.8;
+    default: `ptx_version_for(sm)`). The pair is checked first (ArgumentError)."""
+    ptx_version = ptx_version_for(sm, ptx_version)
     with _lock:
         key = (sm, ptx_version, opt)
         tm = _machines.get(key)
@@ -173,7 +217,7 @@ def shared_elem_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir
 
 
 # ---- PTX and ptxas -----------------------------------------------------------------------
-def compile_ptx(module: ir.Module | str, sm: int = 80, ptx_version: int = DEFAULT_PTX_VERSION,
+def compile_ptx(module: ir.Module | str, sm: int = 80, ptx_version: int | None = None,
                 opt_level: int = 3, verify: bool = True) -> str:
     """Verify `module`, optimise it at O`opt_level` and return its PTX text for `sm_<sm>`.
 
@@ -240,7 +284,9 @@ def ptxas(ptx: str, sm: int = 80, timeout: float = 120.0) -> bytes:
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip()
             m = re.search(r"k\.ptx, line (\d+)", msg)
-            kernel = _kernel_at_line(ptx, int(m.group(1))) if m else "<unknown kernel>"
+            if m is None:  # not about a line of the PTX: the toolkit, the architecture, ...
+                raise LoweringError(f"ptxas failed (sm_{sm}): {msg}")
+            kernel = _kernel_at_line(ptx, int(m.group(1)))
             raise LoweringError(f"ptxas failed for kernel '{kernel}' (sm_{sm}): {msg}")
         with open(out, "rb") as f:
             return f.read()

@@ -4,8 +4,10 @@ cuda-python is imported lazily (`driver()`), so CPU users never need it. Without
 without a CUDA device, `GpuRuntime(...)` raises XlcError("no CUDA device available: <why>").
 
 Per executable (created on its first run):
-* the primary context of device 0; the module from the cubin when one was assembled, else the
-  PTX (the driver JIT-compiles it); one CUfunction per kernel;
+* the primary context of device 0; the module from the cubin when one was assembled and the
+  device can run it (`select_image`: same major compute capability, minor not older), else
+  the PTX (the driver JIT-compiles it for any device at least as new as its target); one
+  CUfunction per kernel;
 * one device block per BufferAllocation: constants uploaded once, temp (the combined heap)
   allocated once and reused by every call, thread-local allocations get none; parameter blocks
   are reused for numpy arguments; outputs get fresh blocks per call (persistent ones in graph
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from xlc.backend_gpu.device_array import DeviceArray
+from xlc.backend_gpu.device_array import DeviceArray, as_device_array
 from xlc.backend_gpu.thunks import (
     BufferSlice,
     ConditionalThunk,
@@ -86,13 +88,15 @@ def check(ret: Any, what: str) -> Any:
 
 
 _context: Any = None
+_compute_capability = 0
 
 
 def primary_context() -> Any:
     """Initialise the driver and make device 0's primary context current (once).
 
-    Raises XlcError("no CUDA device available: ...") without a usable device."""
-    global _context
+    Raises XlcError("no CUDA device available: ...") without a usable device (no driver
+    library, no device, or a driver that fails to initialise)."""
+    global _context, _compute_capability
     with _lock:
         drv = driver()
         if _context is None:
@@ -101,12 +105,45 @@ def primary_context() -> Any:
                 count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
             except XlcError as e:
                 raise XlcError(f"no CUDA device available: {e}") from None
+            except Exception as e:  # cuda-python raises when libcuda cannot be loaded
+                raise XlcError(f"no CUDA device available: the NVIDIA driver library could not "
+                               f"be loaded ({e})") from None
             if not count:
                 raise XlcError("no CUDA device available: the driver reports 0 devices")
             dev = check(drv.cuDeviceGet(0), "cuDeviceGet")
+            attr = drv.CUdevice_attribute
+            major = check(drv.cuDeviceGetAttribute(
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+            minor = check(drv.cuDeviceGetAttribute(
+                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
             _context = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+            _compute_capability = 10 * int(major) + int(minor)
+            log.info("CUDA device 0: sm_%d", _compute_capability)
         check(drv.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
         return _context
+
+
+def compute_capability() -> int:
+    """The compute capability of device 0 as one number (sm_90 -> 90); XlcError without a
+    device."""
+    primary_context()
+    return _compute_capability
+
+
+def select_image(sm: int, device_cc: int, cubin: bytes | None, ptx: str) -> tuple[str, bytes]:
+    """("cubin" | "ptx", image bytes) to load code compiled for `sm_<sm>` on a device of
+    compute capability `device_cc`: the cubin when binary compatible (same major version,
+    device minor not older), else the PTX (NUL-terminated) when the device is at least as new
+    as the target. XlcError when the device is older than the code's target."""
+    if cubin and device_cc // 10 == sm // 10 and device_cc % 10 >= sm % 10:
+        return "cubin", cubin
+    if device_cc >= sm:
+        if cubin:
+            log.info("the cubin for sm_%d does not run on sm_%d: JIT-compiling the PTX", sm,
+                     device_cc)
+        return "ptx", ptx.encode() + b"\0"
+    raise XlcError(f"this GPU (sm_{device_cc}) is older than the code's target sm_{sm}; "
+                   f"recompile with gpu_sm={device_cc} (XLC_FLAGS=--gpu-sm={device_cc})")
 
 
 def device_alloc(nbytes: int) -> int:
@@ -129,6 +166,9 @@ def to_device(arr: np.ndarray) -> DeviceArray:
     a = np.array(arr, order="C", copy=True)  # keeps 0-d shapes (ascontiguousarray would not)
     ptr = device_alloc(a.nbytes)
     check(driver().cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+    # a pageable upload may return before its DMA finished, and our streams are non-blocking
+    # (no implicit ordering with the legacy stream): wait for it here
+    check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
     return DeviceArray(ptr, a.shape, a.dtype, owner=True)
 
 
@@ -140,7 +180,7 @@ class GpuRuntime:
         primary_context()
         self.exe = exe
         self.drv = drv
-        image = exe.cubin if exe.cubin else exe.ptx.encode() + b"\0"
+        self.image_kind, image = select_image(exe.sm, compute_capability(), exe.cubin, exe.ptx)
         self._image = np.frombuffer(image, dtype=np.uint8).copy()
         self.module = check(drv.cuModuleLoadData(self._image.ctypes.data), "cuModuleLoadData")
         self.functions = {name: check(drv.cuModuleGetFunction(self.module, name.encode()),
@@ -188,9 +228,10 @@ class GpuRuntime:
         Returns host staging arrays that must live until the copies finished."""
         drv, s0 = self.drv, self.streams[0]
         keep: list[Any] = []
-        for p, arg in zip(self.exe.parameters, args):
+        for p, raw in zip(self.exe.parameters, args):
             info = self.exe.allocations[p.allocation]
-            if isinstance(arg, DeviceArray):
+            arg = as_device_array(raw)
+            if arg is not None:
                 if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
                     raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
                                         f"{p.dtype} and the parameter's default layout")
@@ -208,7 +249,7 @@ class GpuRuntime:
                 else:
                     self.bases[p.allocation] = arg.ptr
                 continue
-            host = np.asarray(arg, dtype=np.dtype(p.dtype))
+            host = np.asarray(raw, dtype=np.dtype(p.dtype))
             if p.physical_perm is not None:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
@@ -245,14 +286,21 @@ class GpuRuntime:
                 owners[a.index] = DeviceArray(ptr, (a.size,), np.dtype(np.uint8), owner=True)
                 self.bases[a.index] = ptr
 
-    def _results(self, owners: dict[int, DeviceArray], to_host: bool) -> list[Any]:
+    def _results(self, owners: dict[int, DeviceArray], to_host: bool,
+                 persistent: bool) -> list[Any]:
+        """The outputs: host copies, or DeviceArrays (views of this call's output blocks; in
+        graph mode, where the blocks are reused by the next replay, copies of them)."""
         drv, s0 = self.drv, self.streams[0]
         out: list[Any] = []
         for o in self.exe.outputs:
             ptr = self.bases[o.slice.allocation] + o.slice.offset
             dims = o.dims if o.physical_perm is None else \
                 tuple(o.dims[d] for d in o.physical_perm)
-            if to_host:
+            if not to_host and persistent:
+                dst = device_alloc(o.slice.size)
+                check(drv.cuMemcpyDtoDAsync(dst, ptr, o.slice.size, s0), "cuMemcpyDtoDAsync")
+                out.append(DeviceArray(dst, dims, np.dtype(o.dtype), owner=True))
+            elif to_host:
                 host = np.empty(dims, dtype=np.dtype(o.dtype))
                 check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, s0),
                       "cuMemcpyDtoHAsync")
@@ -280,7 +328,7 @@ class GpuRuntime:
                 self._run_graph()
             else:
                 self._run_schedule()
-            results = self._results(owners, to_host or graph)
+            results = self._results(owners, to_host, persistent=graph)
             del keep
             return results
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xlc.backend_gpu.thunks import SequentialThunk, Thunk
-from xlc.errors import LoweringError
+from xlc.errors import ArtifactError, LoweringError
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.passes.buffer_assignment import BufferAssignment, assign_buffers
@@ -51,6 +51,22 @@ class StreamPlan:
         """Plain dict for the artifact (the thunks themselves serialise separately)."""
         return {"num_streams": self.num_streams, "num_events": self.num_events,
                 "final_waits": list(self.final_waits), "stream_of": dict(self.stream_of)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any], thunks: SequentialThunk) -> StreamPlan:
+        """Inverse of `to_dict`, given the entry thunks (`thunk_from_dict`). Raises
+        ArtifactError when an event or stream number is out of range."""
+        plan = StreamPlan(int(d["num_streams"]), thunks, int(d["num_events"]),
+                          [int(e) for e in d["final_waits"]],
+                          {str(k): int(v) for k, v in d["stream_of"].items()})
+        for t in thunks.walk():
+            events = [*t.wait_events, *([] if t.record_event is None else [t.record_event])]
+            if not 0 <= t.stream < max(1, plan.num_streams) or \
+                    any(not 0 <= e < plan.num_events for e in events):
+                raise ArtifactError(f"thunk {t.hlo} names a stream or event the plan lacks")
+        if any(not 0 <= e < plan.num_events for e in plan.final_waits):
+            raise ArtifactError("the stream plan waits for an event it does not have")
+        return plan
 
 
 def producers(inst: HloInstruction) -> list[HloInstruction]:
