@@ -40,3 +40,17 @@ def test_options_are_frozen_and_keyed():
 def test_invalid_option_value():
     with pytest.raises(ValidationError, match="opt_level"):
         CompileOptions(opt_level=7)
+
+
+def test_replace_validates_like_the_constructor():
+    opts = CompileOptions()
+    assert opts.replace(opt_level=1).opt_level == 1
+    with pytest.raises(ArgumentError, match=r"CompileOptions: opt_level=7: Input should be "
+                                            r"less than or equal to 3"):
+        opts.replace(opt_level=7)
+    with pytest.raises(ArgumentError, match=r"CompileOptions: bogus=1: Extra inputs"):
+        opts.replace(bogus=1)
+
+
+def test_cache_dir_flag():
+    assert CompileOptions(**parse_flags("--cache-dir=/tmp/c")).cache_dir == "/tmp/c"

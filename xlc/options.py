@@ -12,7 +12,7 @@ import shlex
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from xlc.errors import ArgumentError
 
@@ -31,8 +31,11 @@ class CompileOptions(BaseModel):
     fusion: bool = True
     constant_folding_limit: int = Field(1 << 16, description="max elements of a folded constant")
     cache_dir: str | None = Field(None, description="persistent compile cache directory")
-    gpu_sm: int = 80
+    gpu_sm: int = Field(80, description="GPU architecture sm_XX (80: A100, 90: H100/H200)")
+    gpu_ptx_version: int | None = Field(None, description="PTX ISA version x10 (None: the "
+                                        "architecture's default, at least 78)")
     gpu_streams: int = 1
+    gpu_graphs: bool = Field(False, description="replay the GPU schedule as a CUDA graph")
     threads: int = Field(0, description="CPU threads for large kernels (0 = all cores)")
 
     def cache_key(self) -> str:
@@ -41,14 +44,21 @@ class CompileOptions(BaseModel):
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def replace(self, **kw: Any) -> CompileOptions:
-        return self.model_copy(update=kw)
+        """A copy with the fields in `kw` changed, validated like the constructor's arguments:
+        ArgumentError naming the field for an unknown field or a bad value."""
+        try:
+            return CompileOptions(**{**self.model_dump(), **kw})
+        except ValidationError as e:
+            raise ArgumentError(f"CompileOptions: {_validation_message(e)}") from None
 
 
 _FLAG_KEYS = {
     "dump-to": "dump_to", "dump-pass-re": "dump_pass_re", "verify": "verify",
     "opt-level": "opt_level", "scheduler": "scheduler", "no-fusion": "fusion",
     "backend": "backend", "gpu-sm": "gpu_sm", "gpu-streams": "gpu_streams",
+    "gpu-ptx-version": "gpu_ptx_version", "gpu-graphs": "gpu_graphs",
     "threads": "threads", "constant-folding-limit": "constant_folding_limit",
+    "cache-dir": "cache_dir",
 }
 
 
@@ -65,11 +75,24 @@ def parse_flags(text: str) -> dict[str, Any]:
         field = _FLAG_KEYS[key]
         if key == "no-fusion":
             out[field] = False
-        elif key == "verify":
+        elif key in ("verify", "gpu-graphs"):
             out[field] = value.lower() not in ("0", "false", "no") if value else True
         else:
             out[field] = value
     return out
+
+
+def _validation_message(e: ValidationError, names: dict[str, str] | None = None,
+                        values: dict[str, Any] | None = None) -> str:
+    """One line for a pydantic error: `field=value: problem; ...` (fields renamed by
+    `names`, e.g. to their XLC_FLAGS spelling)."""
+    problems = []
+    for err in e.errors():
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        name = (names or {}).get(field, field)
+        value = (values or {}).get(field, err.get("input"))
+        problems.append(f"{name}={value!s}: {err['msg']}")
+    return "; ".join(problems)
 
 
 @lru_cache(maxsize=1)
@@ -77,7 +100,12 @@ def _env_defaults(flags: str, cache_dir: str) -> CompileOptions:
     kw = parse_flags(flags)
     if cache_dir:
         kw.setdefault("cache_dir", cache_dir)
-    return CompileOptions(**kw)
+    try:
+        return CompileOptions(**kw)
+    except ValidationError as e:
+        flag_of = {field: f"--{flag}" for flag, field in _FLAG_KEYS.items()}
+        raise ArgumentError(f"XLC_FLAGS: invalid value: "
+                            f"{_validation_message(e, flag_of, kw)}") from None
 
 
 def default_options() -> CompileOptions:

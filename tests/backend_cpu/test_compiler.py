@@ -161,8 +161,9 @@ def test_dump_writes_llvm_ir(tmp_path) -> None:
 
     compile_cpu(parse_module(SIMPLE), CompileOptions(backend="cpu", dump_to=str(tmp_path)))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert "m.ir-no-opt.ll" in names and "m.ir-opt.ll" in names
-    assert "define" in (tmp_path / "m.ir-opt.ll").read_text()
+    assert {"m.ir-no-opt.ll", "m.ir-with-opt.ll", "m.o"} <= set(names)
+    assert "define" in (tmp_path / "m.ir-with-opt.ll").read_text()
+    assert (tmp_path / "m.o").read_bytes()[:4] == b"\x7fELF"
 
 
 SOFTMAX_BIG = """HloModule m

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.backend_cpu.helpers import check
+from tests.hlo_programs import Program, hlo_programs
 
 FLOAT_UNARY = ["negate", "abs", "exponential", "tanh", "sine", "floor", "sqrt", "logistic"]
 INT_UNARY = ["negate", "abs", "not", "popcnt"]
@@ -103,3 +104,20 @@ ENTRY e {{
 def test_random_reduce_program_matches_evaluator(prog: tuple) -> None:
     text, args, ty = prog
     check(text, *args, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hlo_programs())
+def test_random_mixed_program_matches_evaluator(prog: Program) -> None:
+    """Mixed programs (data movement, reductions, dots, converts, control of values through
+    select) over every dtype compile and match the evaluator (exactly for integers)."""
+    tol = prog.tolerance
+    check(prog.text, *prog.args, rtol=tol, atol=tol)
+
+
+@settings(max_examples=20, deadline=None)
+@given(hlo_programs(big=True))
+def test_random_large_program_matches_evaluator(prog: Program) -> None:
+    """The same on arrays large enough for the vectorised, non-temporal-store and
+    multi-threaded kernel paths."""
+    check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)

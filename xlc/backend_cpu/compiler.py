@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
@@ -63,13 +64,24 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> Cpu
     lu.jit_engine().add_module(ref)
     t3 = time.perf_counter()
     timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "llvm_s": t3 - t2}
+    exe = CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
+                        llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings,
+                        optimized=optimized)
     if options.dump_to:
-        dump_text(options, mod.name, "ir-no-opt.ll", str(llmod))
-        dump_text(options, mod.name, "ir-opt.ll", str(ref))
+        dump_cpu_stages(options, exe)
     log.debug("compiled %s: %s", mod.name, timings)
-    return CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
-                         llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings,
-                         optimized=optimized)
+    return exe
+
+
+def dump_cpu_stages(options: CompileOptions, exe: CpuExecutable) -> None:
+    """Write the code stages of `exe` into `options.dump_to`, named as XLA names them:
+    `<module>.ir-no-opt.ll` (as emitted), `<module>.ir-with-opt.ll` (after LLVM's pipeline)
+    and `<module>.o` (host object code)."""
+    name = exe.module.name
+    dump_text(options, name, "ir-no-opt.ll", exe.llvm_ir)
+    path = dump_text(options, name, "ir-with-opt.ll", exe.optimized_ir)
+    if path is not None:
+        Path(path[: -len("ir-with-opt.ll")] + "o").write_bytes(exe.object_code())
 
 
 def optimize_cpu(ref: llvm.ModuleRef, level: int) -> None:

@@ -11,10 +11,16 @@ inputs; per row:
 Per-row values computed from the reduces (`log(sum)` of a log-softmax) are loop-invariant in
 step 2 and hoisted by LLVM. A row of a big softmax therefore streams once from memory and then
 twice more from L1/L2.
+
+A full-space value computed for the last reduce and read again by the root (softmax's
+`exp(x - max)`, summed and then divided) is computed once: the fold loop also stores it into
+the output row, and step 2 reads it back from there (L1) instead of recomputing it
+(`_shared_value` says when that is safe).
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -46,8 +52,10 @@ def _constant_leaf(value: ir.Value):  # noqa: ANN202 - a leaf reader
 
 
 def _fold_row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, red: HloInstruction,
-              kidx: list, rdims: list[int]) -> ir.Value:
-    """The reduce `red` at row `kidx` (None at reduced positions) as a register value."""
+              kidx: list, rdims: list[int],
+              keep: Callable[[list[ir.Value], ir.Value], None] | None = None) -> ir.Value:
+    """The reduce `red` at row `kidx` (None at reduced positions) as a register value;
+    `keep(index, x)` is also called with every element folded in."""
     b = k.b
     operand, init = red.operands
     fn = em.scalar_function(red.called[0], reassoc=True)
@@ -58,10 +66,74 @@ def _fold_row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, red: HloInstruction,
     b.store(init_v, slot)
     with loop_over(b, operand.shape, "r", dims=rdims) as ridx:
         gen.clear_cache()
-        x = gen.generate(operand, _merge(kidx, ridx))
+        full = _merge(kidx, ridx)
+        x = gen.generate(operand, full)
+        if keep is not None:
+            keep(full, x)
         b.store(b.call(fn, [b.load(slot), x]), slot)
     gen.clear_cache()
     return b.load(slot)
+
+
+_CHEAP = {Opcode.PARAMETER, Opcode.CONSTANT, Opcode.BROADCAST, Opcode.BITCAST, Opcode.RESHAPE,
+          Opcode.IOTA}
+
+
+def _reads_at_same_index(root: HloInstruction, value: HloInstruction) -> bool:
+    """Whether `root` reads `value`, and only at its own index: every path from the root to
+    `value` goes through elementwise instructions (reduces are values of their row already,
+    so paths through them do not count)."""
+    found = False
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        i = stack.pop()
+        if i is value:
+            found = True
+            continue
+        if i.uid in seen or i.opcode is Opcode.REDUCE:
+            continue
+        seen.add(i.uid)
+        if not i.opcode.is_elementwise and value.uid in {o.uid for o in _closure(i)}:
+            return False
+        stack.extend(i.operands)
+    return found
+
+
+def _closure(inst: HloInstruction) -> list[HloInstruction]:
+    """`inst`'s operands, transitively, not looking through reduces."""
+    out: list[HloInstruction] = []
+    seen: set[int] = set()
+    stack = list(inst.operands)
+    while stack:
+        i = stack.pop()
+        if i.uid in seen:
+            continue
+        seen.add(i.uid)
+        out.append(i)
+        if i.opcode is not Opcode.REDUCE:
+            stack.extend(i.operands)
+    return out
+
+
+def _shared_value(em: CpuEmitter, inst: HloInstruction, roots: list[HloInstruction],
+                  last: HloInstruction, space: Shape) -> HloInstruction | None:
+    """The operand of the last reduce when the single root reads it again at the same index,
+    it has the output's dims and element type, is not a cheap read, and the output buffer
+    overlaps no operand (so writing output rows early clobbers nothing still to be read)."""
+    value = last.operands[0]
+    if len(roots) != 1 or value.opcode in _CHEAP or not value.shape.is_array \
+            or tuple(value.shape.dims) != tuple(space.dims) \
+            or value.shape.element_type != space.element_type \
+            or not _reads_at_same_index(roots[0], value):
+        return None
+    out = em.slice(inst, ())
+    for op in inst.operands:
+        for sl in em.ba.all_slices(op):
+            if sl.index == out.index and sl.offset < out.offset + out.size \
+                    and out.offset < sl.offset + sl.size:
+                return None
+    return value
 
 
 def emit_row_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
@@ -84,14 +156,25 @@ def emit_row_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split)
     ops = inst.operands
     gen = LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx), {}, scalar_fn=k.scalar_fn)
+    shared = _shared_value(em, inst, roots, reduces[-1], space)
+    out0, sidx0 = outs[0]
     with loop_over(k.b, space, "row", dims=kept, outer=k.outer) as kidx:
         for red in reduces:
-            gen.leaves[red.uid] = _constant_leaf(_fold_row(em, k, gen, red, kidx, rdims))
+            keep = None
+            if shared is not None and red is reduces[-1]:
+                def keep(index: list[ir.Value], x: ir.Value) -> None:
+                    k.write(out0, index, x, sidx0)
+            gen.leaves[red.uid] = _constant_leaf(_fold_row(em, k, gen, red, kidx, rdims, keep))
+        if shared is not None:
+            gen.leaves[shared.uid] = lambda index: k.read(out0, index, sidx0)
         with loop_over(k.b, space, "c", dims=rdims) as ridx:
             full = _merge(kidx, ridx)
             gen.clear_cache()
             for r, (o, sidx) in zip(roots, outs):
                 k.write(o, full, gen.generate(r, full), sidx)
         gen.clear_cache()
+        if shared is not None:
+            del gen.leaves[shared.uid]
     k.finish()
-    log.debug("row fusion %s: %d reduces over dims %s", inst.name, len(reduces), rdims)
+    log.debug("row fusion %s: %d reduces over dims %s%s", inst.name, len(reduces), rdims,
+              f", {shared.name} computed once" if shared is not None else "")

@@ -1,0 +1,323 @@
+"""A hypothesis strategy for random, valid HLO programs mixing many opcodes, for the backend and
+pass tests: elementwise math, compare/select, convert, broadcast, reshape, transpose, slice, pad
+(with interior and negative padding), concatenate, reverse, iota, reduce, dot and
+dynamic-slice over several dtypes. Every program is checked against the reference evaluator by
+its users; values are kept small so integer programs do not overflow into undefined territory
+(XLA's integer overflow wraps, and the evaluator does the same, but small values keep the
+float programs well conditioned too).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+DTYPES: dict[str, type] = {
+    "f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+    "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "pred": np.bool_,
+}
+FLOATS = ("f32", "f64", "f16", "bf16")
+FLOAT_UNARY = ("negate", "abs", "tanh", "sine", "cosine", "floor", "ceil", "logistic",
+               "round-nearest-even", "sign", "exponential-minus-one")
+INT_UNARY = ("negate", "abs", "not", "popcnt", "sign", "count-leading-zeros")
+FLOAT_BINARY = ("add", "subtract", "multiply", "maximum", "minimum", "divide")
+INT_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "and",
+              "or", "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic")
+DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
+
+# Tolerances per element type for float programs (chains of transcendentals amplify ulps).
+TOLERANCE = {"f16": 5e-3, "bf16": 3e-2, "f32": 2e-4, "f64": 1e-9}
+
+
+@dataclass(frozen=True)
+class Value:
+    """A named value of the program being built."""
+
+    name: str
+    ty: str
+    dims: tuple[int, ...]
+
+    @property
+    def shape(self) -> str:
+        return shape_text(self.ty, self.dims)
+
+
+def shape_text(ty: str, dims: tuple[int, ...] | list[int]) -> str:
+    """HLO text of an array shape."""
+    return f"{ty}[{','.join(map(str, dims))}]"
+
+
+@dataclass
+class Program:
+    """A generated program: HLO text, its arguments and the float type it computes in."""
+
+    text: str
+    args: list[np.ndarray]
+    ty: str
+    tolerance: float
+    """rtol/atol for comparisons: the loosest of the float types the program computes in (0 for
+    integer-only programs: they must match exactly)."""
+
+
+class _Builder:
+    def __init__(self, draw: st.DrawFn, ty: str):
+        self.draw = draw
+        self.ty = ty
+        self.lines: list[str] = []
+        self.values: list[Value] = []
+        self.params: list[Value] = []
+        self.reducers: dict[str, str] = {}
+        self.n = 0
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def emit(self, ty: str, dims: tuple[int, ...], rhs: str) -> Value:
+        v = Value(self.fresh(), ty, tuple(dims))
+        self.lines.append(f"  {v.name} = {v.shape} {rhs}")
+        self.values.append(v)
+        return v
+
+    def param(self, ty: str, dims: tuple[int, ...]) -> Value:
+        v = Value(f"p{len(self.params)}", ty, tuple(dims))
+        self.lines.append(f"  {v.name} = {v.shape} parameter({len(self.params)})")
+        self.params.append(v)
+        self.values.append(v)
+        return v
+
+    def pick(self, pred=lambda v: True) -> Value | None:  # noqa: ANN001 - a filter
+        cands = [v for v in self.values if pred(v)]
+        return self.draw(st.sampled_from(cands)) if cands else None
+
+    def reducer(self, op: str, ty: str) -> str:
+        key = f"{op}_{ty}".replace("-", "_")
+        if key not in self.reducers:
+            self.reducers[key] = (f"{key} {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] "
+                                  f"parameter(1)\n  ROOT r = {ty}[] {op}(a, b)\n}}\n")
+        return key
+
+
+def _is_float(ty: str) -> bool:
+    return ty in FLOATS
+
+
+def _unary(b: _Builder) -> None:
+    x = b.pick(lambda v: v.ty != "pred")
+    if x is None:
+        return
+    op = b.draw(st.sampled_from(FLOAT_UNARY if _is_float(x.ty) else INT_UNARY))
+    if op in ("negate", "abs", "sign") and x.ty.startswith("u"):
+        op = "not"
+    b.emit(x.ty, x.dims, f"{op}({x.name})")
+
+
+def _binary(b: _Builder) -> None:
+    x = b.pick(lambda v: v.ty != "pred")
+    if x is None:
+        return
+    y = b.pick(lambda v: v.ty == x.ty and v.dims == x.dims) or x
+    op = b.draw(st.sampled_from(FLOAT_BINARY if _is_float(x.ty) else INT_BINARY))
+    b.emit(x.ty, x.dims, f"{op}({x.name}, {y.name})")
+
+
+def _select(b: _Builder) -> None:
+    x = b.pick(lambda v: v.ty != "pred")
+    if x is None:
+        return
+    y = b.pick(lambda v: v.ty == x.ty and v.dims == x.dims) or x
+    d = b.draw(st.sampled_from(DIRECTIONS))
+    c = b.emit("pred", x.dims, f"compare({x.name}, {y.name}), direction={d}")
+    b.emit(x.ty, x.dims, f"select({c.name}, {x.name}, {y.name})")
+
+
+def _convert(b: _Builder) -> None:
+    x = b.pick()
+    if x is None:
+        return
+    to = b.draw(st.sampled_from([t for t in ("f32", "s32", "f64", "s8", "u8", b.ty)
+                                 if t != x.ty]))
+    if _is_float(x.ty) and not _is_float(to):
+        # float -> int of out-of-range values is implementation-defined in XLA: clamp first.
+        lo = b.emit(x.ty, (), "constant(-100)")
+        hi = b.emit(x.ty, (), "constant(100)")
+        x = b.emit(x.ty, x.dims, f"clamp({lo.name}, {x.name}, {hi.name})")
+    b.emit(to, x.dims, f"convert({x.name})")
+
+
+def _broadcast(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) < 3)
+    if x is None:
+        return
+    pos = b.draw(st.integers(0, len(x.dims)))
+    new = list(x.dims)
+    new.insert(pos, b.draw(st.integers(1, 4)))
+    keep = [d if d < pos else d + 1 for d in range(len(x.dims))]
+    b.emit(x.ty, tuple(new), f"broadcast({x.name}), dimensions={{{','.join(map(str, keep))}}}")
+
+
+def _reshape(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    n = prod(x.dims)
+    divs = [d for d in range(1, n + 1) if n % d == 0]
+    first = b.draw(st.sampled_from(divs))
+    dims = (n,) if b.draw(st.booleans()) else (first, n // first)
+    b.emit(x.ty, dims, f"reshape({x.name})")
+
+
+def _transpose(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 2)
+    if x is None:
+        return
+    perm = b.draw(st.permutations(range(len(x.dims))))
+    dims = tuple(x.dims[p] for p in perm)
+    b.emit(x.ty, dims, f"transpose({x.name}), dimensions={{{','.join(map(str, perm))}}}")
+
+
+def _slice(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    parts, dims = [], []
+    for d in x.dims:
+        lo = b.draw(st.integers(0, d - 1))
+        hi = b.draw(st.integers(lo + 1, d))
+        stride = b.draw(st.integers(1, 3))
+        parts.append(f"[{lo}:{hi}:{stride}]")
+        dims.append((hi - lo + stride - 1) // stride)
+    b.emit(x.ty, tuple(dims), f"slice({x.name}), slice={{{','.join(parts)}}}")
+
+
+def _pad(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    cfg, dims = [], []
+    for d in x.dims:
+        interior = b.draw(st.integers(0, 2))
+        full = d + (d - 1) * interior
+        lo = b.draw(st.integers(-min(2, full - 1), 2))
+        hi = b.draw(st.integers(-min(2, full - 1 + min(lo, 0)), 2))
+        cfg.append(f"{lo}_{hi}_{interior}")
+        dims.append(full + lo + hi)
+    if min(dims) < 1:
+        return
+    pv = b.emit(x.ty, (), "constant(3)")
+    b.emit(x.ty, tuple(dims), f"pad({x.name}, {pv.name}), padding={'x'.join(cfg)}")
+
+
+def _concatenate(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    y = b.pick(lambda v: v.ty == x.ty and v.dims == x.dims) or x
+    d = b.draw(st.integers(0, len(x.dims) - 1))
+    dims = list(x.dims)
+    dims[d] *= 2
+    b.emit(x.ty, tuple(dims), f"concatenate({x.name}, {y.name}), dimensions={{{d}}}")
+
+
+def _reverse(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    rd = sorted(b.draw(st.sets(st.integers(0, len(x.dims) - 1), min_size=1)))
+    b.emit(x.ty, x.dims, f"reverse({x.name}), dimensions={{{','.join(map(str, rd))}}}")
+
+
+def _iota(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    d = b.draw(st.integers(0, len(x.dims) - 1))
+    io = b.emit(x.ty, x.dims, f"iota(), iota_dimension={d}")
+    b.emit(x.ty, x.dims, f"add({x.name}, {io.name})")
+
+
+def _reduce(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    rdims = sorted(b.draw(st.sets(st.integers(0, len(x.dims) - 1), min_size=1)))
+    # Backends may reassociate sums (documented error bound); in f16/bf16 that alone can
+    # exceed any fixed tolerance, so those types only get the order-independent reducers.
+    ops = ["maximum", "minimum"] if x.ty in ("f16", "bf16") else ["add", "maximum", "minimum"]
+    op = b.draw(st.sampled_from(ops))
+    init = b.emit(x.ty, (), "constant(0)")
+    name = b.reducer(op, x.ty)
+    kept = tuple(n for d, n in enumerate(x.dims) if d not in rdims)
+    b.emit(x.ty, kept, f"reduce({x.name}, {init.name}), "
+                       f"dimensions={{{','.join(map(str, rdims))}}}, to_apply={name}")
+
+
+def _dot(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
+    if x is None:
+        return
+    n = b.draw(st.integers(1, 6))
+    w = b.param(x.ty, (x.dims[1], n))
+    b.emit(x.ty, (x.dims[0], n),
+           f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+
+
+def _dynamic_slice(b: _Builder) -> None:
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    starts, sizes = [], []
+    for d in x.dims:
+        sizes.append(b.draw(st.integers(1, d)))
+        # out-of-range starts are clamped (XLA semantics)
+        starts.append(b.emit("s32", (), f"constant({b.draw(st.integers(-2, d + 1))})").name)
+    b.emit(x.ty, tuple(sizes), f"dynamic-slice({x.name}, {', '.join(starts)}), "
+                               f"dynamic_slice_sizes={{{','.join(map(str, sizes))}}}")
+
+
+STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
+         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice)
+
+
+def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:
+    dt = DTYPES[v.ty]
+    if _is_float(v.ty):
+        return (rng.standard_normal(v.dims) * 2).astype(dt)
+    if v.ty == "pred":
+        return rng.random(v.dims) < 0.5
+    info = np.iinfo(dt)
+    return rng.integers(max(info.min, -50), min(info.max, 50), v.dims, endpoint=True).astype(dt)
+
+
+@st.composite
+def hlo_programs(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
+                 max_steps: int = 8, big: bool = False) -> Program:
+    """A random valid HLO module over `dtypes` (one drawn per program) with 1..max_steps mixed
+    instructions; the root is a tuple of the last two values (or of the one value). With `big`
+    the parameters have up to 2**17 elements (odd sizes included), large enough for the
+    backends' vectorised and multi-threaded paths."""
+    ty = draw(st.sampled_from(dtypes))
+    b = _Builder(draw, ty)
+    if big:
+        sizes = st.sampled_from([1, 3, 17, 64, 129, 256, 1000, 4099])
+        dims = tuple(draw(st.lists(sizes, min_size=1, max_size=2)
+                          .filter(lambda ds: 1000 <= prod(ds) <= 1 << 17)))
+    else:
+        dims = tuple(draw(st.lists(st.integers(1, 7), min_size=1, max_size=3)))
+    b.param(ty, dims)
+    b.param(ty, dims)
+    for _ in range(draw(st.integers(1, max_steps))):
+        draw(st.sampled_from(STEPS))(b)
+    outs = [v for v in b.values if v not in b.params][-2:] or b.values[-1:]
+    root = ", ".join(v.name for v in outs)
+    rshape = ", ".join(v.shape for v in outs)
+    body = "\n".join(b.lines)
+    text = ("HloModule rnd\n" + "".join(b.reducers.values()) + "ENTRY e {\n" + body +
+            f"\n  ROOT out = ({rshape}) tuple({root})\n}}")
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    tol = max((TOLERANCE.get(v.ty, 0.0) for v in b.values), default=0.0)
+    return Program(text, [_argument(rng, p) for p in b.params], ty, tol)
