@@ -78,7 +78,8 @@ def test_key_depends_on_options_backend_and_program():
 
 def test_key_depends_on_xlc_version_and_target(monkeypatch):
     from xlc.artifact_manifest import TargetInfo
-    from xlc.backend_cpu import artifact_io, parallel
+    from xlc.backend_cpu import artifact_io
+    from xlc.codegen import parallel
 
     m = parse_module(program())
     opts = CompileOptions(threads=0)

@@ -1,28 +1,34 @@
-"""Benchmark the CPU backend against numpy (and JAX/XLA when importable), side by side.
+"""Benchmark the CPU backend against numpy and JAX/XLA, side by side in one run.
 
-Usage: python tools/bench_cpu.py [--reps N] [--small] [case ...]
+Usage: python tools/bench_cpu.py [--reps N] [--small] [--json out.json] [case ...]
 
-For the four `bench_*` corpus cases it prints xlc time, numpy time (a hand-written numpy
-equivalent), JAX time when `jax` is importable, effective GB/s (input + output bytes / time),
-GFLOP/s (XLA's cost-analysis flops / time) and compile time. With --small it adds the small
-corpus cases (xlc time and compile time next to the figures XLA recorded in meta.json, which
-come from another run and are for orientation only). It ends with the per-call overhead of a
-tiny function. Times are medians of `--reps` calls after one warm-up call.
+For each corpus case (the four `bench_*` cases by default; `--small` adds the others) it
+prints the xlc time and, measured in the same rounds, the time of XLA compiling the very same
+program (the case's `module.stablehlo.mlir`, as JAX handed it to XLA) when `jax` is
+importable, and of a hand-written numpy equivalent for the `bench_*` cases. Contenders are
+called in turn, round after round (`timeit_interleaved`), so drift in the rest of the machine
+hits them alike: read the ratios. Also: effective GB/s (input + output bytes / time), GFLOP/s
+(XLA's cost-analysis flops / time), xlc and XLA compile times, and the per-call overhead of a
+tiny function. Times are medians over `--reps` rounds after a warm-up call.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("XLC_CORPUS", ROOT.parent / "shared" / "corpus"))
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT.parent / "shared" / "corpus"))
+sys.path.insert(0, str(CORPUS))
 
 from xlc.backend_cpu import compile_cpu  # noqa: E402
 from xlc.hlo.parser import parse_module  # noqa: E402
@@ -42,39 +48,75 @@ NUMPY: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+WARM_S = 0.15
+
+
 def timeit(fn: Callable[[], object], reps: int) -> float:
     """Median seconds of `reps` calls after a warm-up call."""
-    fn()
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+    return timeit_interleaved([fn], reps)[0]
 
 
-def _jax_fn(text_name: str, args: list[np.ndarray]) -> Callable[[], object] | None:
+def timeit_interleaved(fns: list[Callable[[], object]], reps: int,
+                       rounds: int = 3) -> list[float]:
+    """Median seconds per call of each of `fns`. The calls are grouped in `rounds` rounds; in
+    each round every function runs one block: untimed calls for at least `WARM_S` (the first
+    call after a switch pays for cold caches, for idle cores of this VM waking up and for the
+    previous contender's worker threads, which OpenBLAS and Eigen keep spinning for a while
+    after a call returns), then about reps / rounds timed calls. Drift in what the rest of the
+    machine does thus touches every contender alike: read the ratios."""
+    per_block = max(1, -(-reps // rounds))
+    ts: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            while time.perf_counter() - start < WARM_S:
+                fn()
+            for _ in range(per_block):
+                t = time.perf_counter()
+                fn()
+                ts[k].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in ts]
+
+
+def xla_runner(name: str, inputs: list[np.ndarray]) -> tuple[Callable[[], object], float] | None:
+    """(run, compile seconds) of XLA:CPU on the case's StableHLO, or None without jax. A
+    donated argument is consumed by each call, so donating programs get fresh device copies of
+    their inputs per call (made outside the timed region: a pool refilled between calls)."""
     try:
-        import jax  # noqa: F401
-        import jax.numpy as jnp
+        import jax
+        from jax._src.lib import xla_client as xc
+        from jax.extend import backend as jb
     except ImportError:
         return None
-    ref = NUMPY.get(text_name)
-    if ref is None:
+    backend = jb.get_backend("cpu")
+    dev = backend.local_devices()[0]
+    text = (CORPUS / "cases" / name / "module.stablehlo.mlir").read_text()
+    t0 = time.perf_counter()
+    try:
+        exe = backend.compile_and_load(text, xc.DeviceList((dev,)), xc.CompileOptions())
+    except Exception as e:  # jaxlib's compile API moves between versions
+        print(f"  (XLA: cannot compile {name}: {type(e).__name__}: {e})", file=sys.stderr)
         return None
-    fns = {
-        "bench_elementwise_chain":
-            lambda a, b, c: jnp.tanh(a * b + c) * jnp.exp(-jnp.abs(c)) + jnp.log(a * a + 1),
-        "bench_softmax": lambda x: jax.nn.softmax(x, axis=1),
-        "bench_matmul": lambda a, b: a @ b,
-        "bench_mlp": lambda x, w1, b1, w2, b2: jnp.maximum(x @ w1 + b1, 0) @ w2 + b2,
-    }
-    f = jax.jit(fns[text_name])
-    dev = [jax.device_put(a) for a in args]
-    return lambda: f(*dev).block_until_ready()
+    compile_s = time.perf_counter() - t0
+    donates = "tf.aliasing_output" in text or "jax.buffer_donor" in text
+    fixed = [jax.device_put(a, dev) for a in inputs]
+    pool: list[list[Any]] = []
+
+    def run() -> None:
+        if donates:
+            args = pool.pop() if pool else [jax.device_put(a, dev) for a in inputs]
+        else:
+            args = fixed
+        for out in exe.execute(args):
+            out.block_until_ready()
+        if donates:  # refill for the next call; not part of the next call's time
+            pool.append([jax.device_put(a, dev) for a in inputs])
+    return run, compile_s
 
 
-def bench_case(name: str, reps: int) -> None:
+def bench_case(name: str, reps: int) -> dict[str, Any]:
+    """Time one corpus case; prints a row and returns its figures."""
     from corpus import load_case  # type: ignore[import-not-found]
 
     case = load_case(name)
@@ -82,30 +124,36 @@ def bench_case(name: str, reps: int) -> None:
     exe = compile_cpu(parse_module(case.module_text))
     compile_s = time.perf_counter() - t0
     args = case.inputs
-    t_xlc = timeit(lambda: exe.run(args), reps)
-    out_bytes = sum(o.nbytes for o in exe.run(args))
-    nbytes = sum(a.nbytes for a in args) + out_bytes
-    flops = float((case.meta.get("cost_analysis") or {}).get("flops", 0.0))
-    row = [f"{name:26s}", f"xlc {t_xlc * 1e3:9.3f} ms", f"{nbytes / t_xlc / 1e9:7.1f} GB/s",
-           f"{flops / t_xlc / 1e9:7.1f} GFLOP/s", f"compile {compile_s * 1e3:7.1f} ms"]
+    labels = ["xlc"]
+    contenders: list[Callable[[], object]] = [lambda: exe.run(args)]
+    xla = xla_runner(name, args)
+    if xla is not None:
+        labels.append("xla")
+        contenders.append(xla[0])
     if name in NUMPY:
-        t_np = timeit(lambda: NUMPY[name](*args), reps)
-        row.append(f"numpy {t_np * 1e3:9.3f} ms ({t_np / t_xlc:5.2f}x)")
-        jf = _jax_fn(name, args)
-        if jf is not None:
-            t_jax = timeit(jf, reps)
-            row.append(f"jax {t_jax * 1e3:9.3f} ms ({t_jax / t_xlc:5.2f}x)")
-    else:
-        xla = (case.meta.get("xla_run_time_s") or {}).get("median")
-        nump = (case.meta.get("numpy_run_time_s") or {})
-        nump = nump.get("median") if isinstance(nump, dict) else nump
-        if xla:
-            row.append(f"(recorded: xla {xla * 1e6:8.1f} us")
-            row.append(f"numpy {nump * 1e6:8.1f} us)" if nump else ")")
+        labels.append("numpy")
+        contenders.append(lambda: NUMPY[name](*args))
+    times = dict(zip(labels, timeit_interleaved(contenders, reps)))
+    t_xlc = times["xlc"]
+    nbytes = sum(a.nbytes for a in args) + sum(o.nbytes for o in exe.run(args))
+    flops = float((case.meta.get("cost_analysis") or {}).get("flops", 0.0))
+    row = [f"{name:24s}", f"xlc {_fmt(t_xlc)}", f"{nbytes / t_xlc / 1e9:6.1f} GB/s",
+           f"{flops / t_xlc / 1e9:6.1f} GFLOP/s", f"compile {compile_s * 1e3:6.1f} ms"]
+    for label in labels[1:]:
+        row.append(f"{label} {_fmt(times[label])} ({times[label] / t_xlc:5.2f}x)")
+    if xla is not None:
+        row.append(f"xla compile {xla[1] * 1e3:6.1f} ms")
     print("  ".join(row), flush=True)
+    return {"case": name, "times_s": times, "bytes": nbytes, "flops": flops,
+            "compile_s": compile_s, "xla_compile_s": xla[1] if xla else None}
 
 
-def call_overhead(reps: int) -> None:
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e3:8.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:8.1f} us"
+
+
+def call_overhead(reps: int) -> dict[str, float]:
+    """Per-call time of a compiled f32[1] add next to numpy's ufunc."""
     text = """HloModule tiny
 ENTRY e {
   a = f32[1] parameter(0)
@@ -114,9 +162,10 @@ ENTRY e {
 }"""
     exe = compile_cpu(parse_module(text))
     a = np.ones(1, np.float32)
-    t = timeit(lambda: exe.run([a, a]), max(reps, 2000))
-    t_np = timeit(lambda: np.add(a, a), max(reps, 2000))
+    t, t_np = timeit_interleaved([lambda: exe.run([a, a]), lambda: np.add(a, a)],
+                                 max(reps, 2000))
     print(f"per-call overhead (f32[1] add): xlc {t * 1e6:.2f} us, numpy ufunc {t_np * 1e6:.2f} us")
+    return {"xlc_s": t, "numpy_s": t_np}
 
 
 def main() -> None:
@@ -126,18 +175,27 @@ def main() -> None:
     ap.add_argument("cases", nargs="*")
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--small", action="store_true", help="also the small corpus cases")
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON")
     ns = ap.parse_args()
     names = ns.cases or [n for n in case_names() if n.startswith("bench_")]
     if ns.small and not ns.cases:
         names += case_names(include_benchmarks=False)
-    import os
-
+    unknown = sorted(set(names) - set(case_names()))
+    if unknown:
+        ap.error(f"unknown corpus case(s): {', '.join(unknown)}")
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores; > ~1 means the figures "
           "below are inflated by other work)")
-    for name in names:
-        bench_case(name, ns.reps)
-    call_overhead(ns.reps)
+    rows = [bench_case(name, ns.reps) for name in names]
+    overhead = call_overhead(ns.reps)
+    ratios = [r["times_s"]["xla"] / r["times_s"]["xlc"] for r in rows if "xla" in r["times_s"]]
+    if ratios:
+        geo = float(np.exp(np.mean(np.log(ratios))))
+        faster = sum(1 for q in ratios if q >= 1.0)
+        print(f"xla time / xlc time: geometric mean {geo:.2f}x over {len(ratios)} cases; "
+              f"xlc as fast or faster on {faster}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if ns.json:
+        ns.json.write_text(json.dumps({"cases": rows, "call_overhead": overhead}, indent=1))
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def target_description(backend: str, options: CompileOptions) -> dict[str, Any]:
     option already."""
     if backend == "cpu":
         from xlc.backend_cpu.artifact_io import host_target
-        from xlc.backend_cpu.parallel import host_threads
+        from xlc.codegen.parallel import host_threads
 
         return {**host_target().model_dump(), "threads": host_threads(options.threads)}
     return {}

@@ -141,3 +141,32 @@ def test_row_fusion_value_read_elsewhere_is_recomputed() -> None:
     fc = next(c for c in parse_module(text).computations if c.name == "fc")
     assert not _reads_at_same_index(fc.root, fc.instruction("ex"))
     check(text, rand(64, 300) * 3, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("m,k,n,kernel", [
+    (96, 96, 96, "gemm"),        # n is no multiple of the 64-wide tile: no scalar tail loop
+    (200, 300, 100, "gemm"),
+    (1000, 1000, 1000, "gemm"),
+    (1024, 1024, 1024, "gemm"),  # big: the cache-blocked packed GEMM
+    (256, 256, 256, "matmul"),
+    (30, 512, 2048, "matmul"),
+])
+def test_dot_kernel_choice(m: int, k: int, n: int, kernel: str) -> None:
+    """Which of the two f32 matmul kernels a dot gets (both are correct; the choice avoids
+    the register-blocked kernel's scalar remainder loop, which made 1000^3 8x slower)."""
+    from xlc.backend_cpu.emit_dot import _DotPlan
+    from xlc.backend_cpu.emit_matmul import matmul_applicable
+    from xlc.hlo.parser import parse_module
+
+    text = f"""HloModule m
+ENTRY e {{
+  x = f32[{m},{k}] parameter(0)
+  y = f32[{k},{n}] parameter(1)
+  ROOT r = f32[{m},{n}] dot(x, y), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+    dot = parse_module(text).entry.root
+    assert matmul_applicable(dot, _DotPlan(dot), threads=2) is (kernel == "matmul")
+    if m * k * n <= 1 << 25:
+        x, y = rand(m, k), rand(k, n, seed=1)
+        got = check(text, x, y, rtol=1e-4, atol=1e-3)[0]
+        np.testing.assert_allclose(got, x @ y, rtol=1e-4, atol=1e-3)

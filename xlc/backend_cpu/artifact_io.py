@@ -94,10 +94,17 @@ def undefined_symbols(obj: bytes) -> list[str]:
 
 
 def _check_symbols(obj: bytes, where: str) -> None:
-    """Requires an MCJIT engine to exist (creating one makes the process's symbols visible)."""
+    """Requires an MCJIT engine to exist (creating one makes the process's symbols visible).
+    Code that runs kernels on threads links to the process's thread pool, compiled here on
+    first need."""
     import llvmlite.binding as llvm
 
-    unresolved = [s for s in undefined_symbols(obj)
+    from xlc.codegen.thread_pool import POOL_RUN, ensure_pool
+
+    needed = undefined_symbols(obj)
+    if POOL_RUN in needed:
+        ensure_pool()
+    unresolved = [s for s in needed
                   if s not in _LINKER_SYMBOLS and not llvm.address_of_symbol(s)]
     if unresolved:
         raise ArtifactError(f"{where}: the code needs symbol(s) {', '.join(unresolved)} that "

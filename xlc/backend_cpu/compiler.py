@@ -11,9 +11,9 @@ import llvmlite.binding as llvm
 
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
-from xlc.backend_cpu.parallel import host_threads
 from xlc.backend_cpu.registry import EMITTERS
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.parallel import host_threads
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options

@@ -215,7 +215,7 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     k = em.kernel(ctx, inst.name, [(inst, ())] + operand_buffers(inst))
     if out_pt in (PrimitiveType.F16, PrimitiveType.BF16):
         _register_accumulate(k, inst, plan, out_pt)
-    elif matmul_applicable(inst, plan) and not _overlaps(em, inst):
+    elif matmul_applicable(inst, plan, em.threads) and not _overlaps(em, inst):
         emit_matmul(k, inst, plan, em.threads)
     elif USE_CODEGEN_GEMM and not _overlaps(em, inst) and _prod(plan.nsizes) > 1 and \
             _flops(plan) >= GEMM_MIN_FLOPS and (spec := gemm_spec(inst, plan)) is not None:

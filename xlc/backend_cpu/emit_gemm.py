@@ -16,17 +16,13 @@ from llvmlite import ir
 
 from xlc.backend_cpu.emitter import CpuEmitter, Kernel, i64
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm import GemmSpec, emit_gemm, scratch_bytes
+from xlc.codegen.gemm import GemmSpec, emit_gemm, recommended_threads, scratch_bytes
 from xlc.codegen.parallel import emit_threaded_entry
 from xlc.errors import XlcError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_cpu")
-
-PARALLEL_FLOPS = 1 << 24
-"""Smaller GEMMs run on the calling thread only (thread start/join costs ~20-40 us)."""
-
 
 def gemm_spec(inst: HloInstruction, plan: Any) -> GemmSpec | None:
     """The GemmSpec of dot `inst` (plan: emit_dot's _DotPlan), or None when the generator does
@@ -58,8 +54,7 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, spec: GemmSpe
     emit_gemm(module, name, spec)
     gemm_fn = module.globals[name]
     gemm_fn.linkage = "internal"
-    flops = 2 * spec.m * spec.n * spec.k * spec.batch
-    nthreads = em.threads if flops >= PARALLEL_FLOPS else 1
+    nthreads = recommended_threads(spec, em.threads)
     b = k.b
     lhs, rhs = inst.operands
     args = [k.ptr(lhs), k.ptr(rhs), k.ptr(inst)]

@@ -19,8 +19,8 @@ from typing import Any
 from llvmlite import ir
 
 from xlc.backend_cpu.emitter import Kernel, element_type, i64
-from xlc.backend_cpu.parallel import run_parallel
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.parallel import PARALLEL_FLOPS, run_parallel
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType
 
@@ -32,14 +32,22 @@ KC = 256
 MIN_FLOPS = 2 * 96 ** 3
 """Smaller dots use the plain vectorised loop nest (emit_dot): as fast there, and the
 register-blocked kernel's code costs ~30 ms of LLVM time per dot."""
+MAX_FLOPS = 2 * 512 ** 3
+"""Bigger dots go to the packed GEMM (`xlc.codegen.gemm`), which blocks for the caches and
+splits over m as well: 1000^3 and 1024^3 run at ~360 GFLOP/s there on the 2-core test VM, vs
+~330 here (and 48 GFLOP/s for 1000^3, whose n is no multiple of the tile)."""
 
 
 def _vw(pt: PrimitiveType) -> int:
     return 64 // pt.byte_size
 
 
-def matmul_applicable(inst: HloInstruction, plan: Any) -> bool:
-    """Whether `emit_matmul` handles this dot (see the module docstring)."""
+def matmul_applicable(inst: HloInstruction, plan: Any, threads: int = 1) -> bool:
+    """Whether `emit_matmul` handles this dot, and is the better of the two kernels: n a
+    multiple of the tile width (a remainder would run in a slow scalar loop), MIN_FLOPS <=
+    flops <= MAX_FLOPS, and enough n panels to give every thread one when it runs threaded
+    (it splits over n only). Measured against the packed GEMM on the 2-core test VM: faster
+    for 128^3 .. 512^3 and flat shapes like 30x512x2048 (e.g. 256^3: 84 vs 100 us)."""
     pt = inst.shape.element_type
     if pt not in (PrimitiveType.F32, PrimitiveType.F64):
         return False
@@ -50,14 +58,16 @@ def matmul_applicable(inst: HloInstruction, plan: Any) -> bool:
         return False
     n_rhs, n_out = p.rs[p.rf[0]], p.os[p.on[0]]
     flops = 2 * p.msizes[0] * p.nsizes[0] * p.ksizes[0] * _prod(p.bsizes)
-    return n_rhs == 1 and n_out == 1 and p.nsizes[0] >= NV * _vw(pt) \
-        and flops >= MIN_FLOPS
+    nr = NV * _vw(pt)
+    panels = p.nsizes[0] // nr
+    return n_rhs == 1 and n_out == 1 and panels >= 1 and p.nsizes[0] % nr == 0 \
+        and MIN_FLOPS <= flops <= MAX_FLOPS and (flops < PARALLEL_FLOPS or panels >= threads)
 
 
 def emit_matmul(k: Kernel, inst: HloInstruction, plan: Any, threads: int = 1) -> None:
     """Emit the blocked kernel into `k` (which must have inst and its operands). With
-    `threads` > 1 and enough work, the n panels are split over that many threads (pthreads;
-    the calling thread takes the first share)."""
+    `threads` > 1 and enough work, the n panels are split over that many threads (the
+    thread pool; the calling thread takes the first share)."""
     p = plan
     b = k.b
     pt = element_type(inst.shape, inst.name)
@@ -83,9 +93,6 @@ def emit_matmul(k: Kernel, inst: HloInstruction, plan: Any, threads: int = 1) ->
             c_base = _gep(b, c_ptr, _boff(b, bi, p.ob, p.os), ety)
             _scalar_tail(b, a_base, b_base, c_base, panels * nr, msize, nsize, ksize,
                          lm, lk, rk, om, pt)
-
-
-PARALLEL_FLOPS = 1 << 25
 
 
 def _prod(xs: list[int]) -> int:

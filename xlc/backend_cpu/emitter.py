@@ -13,8 +13,8 @@ Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
   one pointer argument per distinct slice it touches (`Kernel`); arguments whose slices overlap
   no other argument are `noalias`, so loops vectorise without runtime checks. Kernels over at
   least PARALLEL_ELEMENTS elements take a [begin, end) range of their outermost loop and run
-  split over the cores (pthreads from generated code, `parallel.py`); chains of row kernels
-  are pipelined block of rows by block of rows (`row_groups.py`).
+  split over the cores (the persistent thread pool, `xlc/codegen/parallel.py`); chains of row
+  kernels are pipelined block of rows by block of rows (`row_groups.py`).
 
 Per-opcode emission is dispatched through the table the emitter is constructed with (Opcode ->
 function; the CPU table is built explicitly in `registry.py`). Unsupported instructions raise
@@ -33,6 +33,7 @@ from llvmlite import ir
 from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
+from xlc.codegen.parallel import PARALLEL_ELEMENTS
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -189,10 +190,6 @@ class ReducerEmitter(LeafEmitter):
             name = "llvm.maximum" if inst.opcode is Opcode.MAXIMUM else "llvm.minimum"
             return lu.intrinsic(self.b, name, [x, y])
         return super().generate(inst, index)
-
-
-PARALLEL_ELEMENTS = 1 << 19
-"""Loops over at least this many elements are split over the threads (outermost dim)."""
 
 
 def split_of(shape: Shape, dims: Sequence[int] | None = None,
@@ -383,7 +380,7 @@ class CpuEmitter:
             collect.append((fn, distinct))
             outer = (fn.args[-2], fn.args[-1])
         elif threaded:
-            from xlc.backend_cpu.parallel import run_parallel
+            from xlc.codegen.parallel import run_parallel
 
             # called from up to three places (worker, inline share, fallback): one copy only
             fn.attributes.add("noinline")

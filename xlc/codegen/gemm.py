@@ -19,7 +19,7 @@ A[ic, pc] into MR-row panels) > jr > ir, calling the MR x NR microkernel from
 `gemm_kernels.py`. Tiny problems and matrix-vector products (`use_simple`) use a plain loop
 nest instead and run on thread 0 only (the other threads return at once).
 
-`compile_gemm(spec)` JIT-compiles one GEMM plus a pthread entry (`xlc/codegen/parallel.py`) and
+`compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/codegen/parallel.py`) and
 returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
 
 Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/codegen/gemm_dot.py; None when the
@@ -51,7 +51,7 @@ from xlc.codegen.gemm_kernels import (
     simple_loop_order,
     smin,
 )
-from xlc.codegen.parallel import available_threads, emit_threaded_entry
+from xlc.codegen.parallel import PARALLEL_FLOPS, available_threads, emit_threaded_entry
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
 
@@ -67,7 +67,6 @@ log = logging.getLogger("xlc.codegen")
 # the 1 MiB L2, the KC x NC B block in L3. unroll: k-loop unrolling of the microkernel (4 gave
 # no measurable gain over 2 and costs ~40 % more compile time for that function).
 SIMPLE_FLOPS = 2 * 64 ** 3
-PARALLEL_FLOPS = 1 << 25  # ~150 us on one core; a pthread start + join costs ~20-40 us
 _BLOCKING = {
     PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096, unroll=2),
     PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048, unroll=2),
@@ -165,8 +164,7 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
 
 def recommended_threads(spec: GemmSpec, available: int) -> int:
     """How many threads are worth using for `spec` out of `available`: one for the plain loop
-    nest and for products under PARALLEL_FLOPS (starting and joining a thread costs tens of
-    microseconds), else all of them."""
+    nest and for products under `parallel.PARALLEL_FLOPS`, else all of them."""
     flops = 2 * spec.m * spec.n * spec.k * spec.batch
     return 1 if use_simple(spec) or flops < PARALLEL_FLOPS else max(1, available)
 
@@ -287,7 +285,8 @@ class CompiledGemm:
     a/b: arrays of shape (batch, m, k)/(batch, k, n) (or 2-D when batch == 1) whose strides
     match the spec (views like `x.T` fine). c: optional output of shape (batch, m, n) (2-D when
     a is 2-D) with the spec's strides; required when the spec accumulates. Runs on `nthreads`
-    threads through the pthread entry. One instance owns one packing scratch: do not call the
+    threads through the threaded entry (the thread pool). One instance owns one packing
+    scratch: do not call the
     same instance from two Python threads at once (compile_gemm again for another instance)."""
 
     def __init__(self, spec: GemmSpec, nthreads: int, symbol: str, entry: str):
@@ -352,7 +351,7 @@ class CompiledGemm:
 
 def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
                  ) -> CompiledGemm:
-    """JIT-compile `spec` (see `emit_gemm`; machine code cached per spec) with a pthread entry
+    """JIT-compile `spec` (see `emit_gemm`; machine code cached per spec) with a threaded entry
     running `nthreads` threads (default: `recommended_threads` of every core this process may
     use). Returns a `CompiledGemm` callable."""
     nt = nthreads or recommended_threads(spec, available_threads())

@@ -1,26 +1,41 @@
-"""Run a `(..., i64 tid, i64 nthreads)` kernel on several threads from generated code.
+"""Running generated kernels on several threads, through the process's persistent thread pool
+(`xlc.codegen.thread_pool`).
 
-`emit_threaded_entry(module, name, kernel, nptrs)` adds `void name(ptr p0, ..., i64 nthreads)`
-that starts `nthreads - 1` pthreads running `kernel(p0, ..., t, nthreads)` for t = 1 ..
-nthreads-1, runs t = 0 on the calling thread, then joins them. A thread that cannot be created
-has its share run inline afterwards, so the result never depends on thread creation. nthreads is
-clamped to [1, MAX_THREADS]. ctypes releases the GIL around the call, so the threads really run
-in parallel. (Measured on the shared 2-vCPU test VM: a pthread start + join costs ~20-40 us, vs
-~60-130 us for two Python threads calling through ctypes; far below the time of a GEMM large
-enough to be split.)
+Two shapes of parallel kernel exist:
+* `run_parallel(b, part, ptrs, count, nthreads)` emits, at the builder's position, the run of
+  `part(ptrs..., begin, end)` over `[0, count)` split into `nthreads` contiguous shares (the
+  backend's kernels split their outermost loop this way);
+* `emit_threaded_entry(module, name, kernel, nptrs)` adds `void name(ptr x nptrs, i64
+  nthreads)` running `kernel(ptrs..., tid, nthreads)` for every tid (the GEMM, which divides
+  its own work by tid).
+Both store the pointers in a stack struct and call `xlc_pool_run(job, &struct, n)` with a small
+`job(args, tid, n)` that unpacks them; the share of tid 0 runs on the calling thread. `part`
+and `kernel` must be safe to run concurrently for different shares. ctypes releases the GIL
+around the entry call, so nothing Python-side waits while the threads run. Code using these
+needs `xlc_pool_run` linked: `thread_pool.ensure_pool()` before adding it to an engine.
 """
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.thread_pool import JOB_TYPE, MAX_WORKERS, declare_pool_run
 
 log = logging.getLogger("xlc.codegen")
 
-MAX_THREADS = 64
+MAX_THREADS = MAX_WORKERS + 1
+
+# When splitting pays, with the pool (a job costs ~2 us of hand-off; measured on the 2-core test
+# VM, one thread vs two): elementwise loops from ~32K elements (tanh of 32K floats 11.3 -> 7.6
+# us, of 512K 166 -> 85 us), GEMMs from ~2 MFLOP (100^3: 17.8 -> 11.8 us, 128^3: 21.6 -> 13.0).
+PARALLEL_ELEMENTS = 1 << 15
+"""Loops over at least this many elements are split over the threads (outermost dim)."""
+PARALLEL_FLOPS = 1 << 21
+"""Matrix products of at least this many flops are split over the threads."""
 
 
 def available_threads() -> int:
@@ -31,62 +46,75 @@ def available_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, fnty, name=name)
+def host_threads(requested: int = 0) -> int:
+    """Threads to use: `requested`, or every core this process may run on when 0."""
+    return requested if requested > 0 else available_threads()
 
 
-def _c(ty: ir.IntType, v: int) -> ir.Constant:
-    return ir.Constant(ty, v)
+def _args_type(nptrs: int) -> ir.LiteralStructType:
+    return ir.LiteralStructType([lu.PTR] * nptrs)
+
+
+def _unpack(b: ir.IRBuilder, args: ir.Value, nptrs: int) -> list[ir.Value]:
+    sty = _args_type(nptrs)
+    return [b.load(b.gep(args, [ir.Constant(lu.I32, 0), ir.Constant(lu.I32, f)],
+                         inbounds=True, source_etype=sty), typ=lu.PTR)
+            for f in range(nptrs)]
+
+
+def _pack_and_run(b: ir.IRBuilder, job: ir.Function, ptrs: Sequence[ir.Value],
+                  nthreads: ir.Value) -> None:
+    sty = _args_type(len(ptrs))
+    with b.goto_entry_block():
+        args = b.alloca(sty)
+    args.type = lu.PTR  # llvmlite types allocas as typed pointers; LLVM 22 wants `ptr`
+    # An explicit alignment: without one LLVM 22 gave the inlined copy of this alloca align 8
+    # while keeping `align 16` on the stores it had merged (a misaligned vmovaps at run time).
+    args.align = 16
+    for f, v in enumerate(ptrs):
+        b.store(v, b.gep(args, [ir.Constant(lu.I32, 0), ir.Constant(lu.I32, f)],
+                         inbounds=True, source_etype=sty))
+    b.call(declare_pool_run(b.module), [job, args, nthreads])
+
+
+def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count: int,
+                 nthreads: int) -> None:
+    """Emit the run of `part(ptrs..., begin, end)` over `[0, count)` in `nthreads` shares
+    (share t is `[count t / n, count (t+1) / n)`)."""
+    module = b.module
+    name = part.name + ".job"
+    job = module.globals.get(name)
+    if job is None:
+        job = ir.Function(module, JOB_TYPE, name=name)
+        job.linkage = "internal"
+        jb = ir.IRBuilder(job.append_basic_block("entry"))
+        args, tid, n = job.args
+        total = ir.Constant(lu.I64, count)
+        begin = jb.sdiv(jb.mul(total, tid), n)
+        end = jb.sdiv(jb.mul(total, jb.add(tid, ir.Constant(lu.I64, 1))), n)
+        jb.call(part, _unpack(jb, args, len(ptrs)) + [begin, end])
+        jb.ret_void()
+    _pack_and_run(b, job, ptrs, ir.Constant(lu.I64, max(1, min(nthreads, count))))
 
 
 def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs: int
                         ) -> ir.Function:
     """Add the threaded entry `void name(ptr x nptrs, i64 nthreads)` for `kernel`, whose
     signature must be `void (ptr x nptrs, i64 tid, i64 nthreads)` and which must be safe to
-    run concurrently for different tids. Returns the new function."""
-    sty = ir.LiteralStructType([lu.PTR] * nptrs + [lu.I64, lu.I64])
-    create = _declare(module, "pthread_create",
-                      ir.FunctionType(lu.I32, [lu.PTR, lu.PTR, lu.PTR, lu.PTR]))
-    join = _declare(module, "pthread_join", ir.FunctionType(lu.I32, [lu.I64, lu.PTR]))
-
-    worker = ir.Function(module, ir.FunctionType(lu.PTR, [lu.PTR]), name=f"{name}.worker")
-    worker.linkage = "internal"
-    b = ir.IRBuilder(worker.append_basic_block("entry"))
-    vals = [b.load(_field(b, worker.args[0], sty, f), typ=sty.elements[f])
-            for f in range(nptrs + 2)]
-    b.call(kernel, vals)
-    b.ret(ir.Constant(lu.PTR, None))
-
+    run concurrently for different tids; nthreads is clamped to [1, MAX_THREADS]. Returns the
+    new function."""
+    job = ir.Function(module, JOB_TYPE, name=f"{name}.job")
+    job.linkage = "internal"
+    jb = ir.IRBuilder(job.append_basic_block("entry"))
+    args, tid, n = job.args
+    jb.call(kernel, _unpack(jb, args, nptrs) + [tid, n])
+    jb.ret_void()
     fn = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * nptrs + [lu.I64]), name=name)
-    ptrs, nt = list(fn.args[:nptrs]), fn.args[nptrs]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    slots = b.alloca(ir.ArrayType(sty, MAX_THREADS))
-    handles = b.alloca(ir.ArrayType(lu.I64, MAX_THREADS))
-    status = b.alloca(ir.ArrayType(lu.I32, MAX_THREADS))
-    for v in (slots, handles, status):
-        v.type = lu.PTR  # llvmlite types allocas as typed pointers; LLVM 22 wants `ptr`
-    nt = b.select(b.icmp_signed("<", nt, _c(lu.I64, 1)), _c(lu.I64, 1), nt)
-    nt = b.select(b.icmp_signed(">", nt, _c(lu.I64, MAX_THREADS)), _c(lu.I64, MAX_THREADS), nt)
-    with lu.for_range(b, nt, start=1, name="spawn") as t:
-        slot = b.gep(slots, [t], inbounds=True, source_etype=sty)
-        for f, v in enumerate(ptrs + [t, nt]):
-            b.store(v, _field(b, slot, sty, f))
-        handle = b.gep(handles, [t], inbounds=True, source_etype=lu.I64)
-        rc = b.call(create, [handle, ir.Constant(lu.PTR, None), worker, slot])
-        b.store(rc, b.gep(status, [t], inbounds=True, source_etype=lu.I32))
-    b.call(kernel, ptrs + [_c(lu.I64, 0), nt])
-    with lu.for_range(b, nt, start=1, name="join") as t:
-        rc = b.load(b.gep(status, [t], inbounds=True, source_etype=lu.I32), typ=lu.I32)
-        with b.if_else(b.icmp_signed("==", rc, _c(lu.I32, 0)), likely=True) as (ok, failed):
-            with ok:
-                h = b.load(b.gep(handles, [t], inbounds=True, source_etype=lu.I64), typ=lu.I64)
-                b.call(join, [h, ir.Constant(lu.PTR, None)])
-            with failed:
-                b.call(kernel, ptrs + [t, nt])
+    nt = fn.args[nptrs]
+    nt = b.select(b.icmp_signed("<", nt, ir.Constant(lu.I64, 1)), ir.Constant(lu.I64, 1), nt)
+    nt = b.select(b.icmp_signed(">", nt, ir.Constant(lu.I64, MAX_THREADS)),
+                  ir.Constant(lu.I64, MAX_THREADS), nt)
+    _pack_and_run(b, job, list(fn.args[:nptrs]), nt)
     b.ret_void()
     return fn
-
-
-def _field(b: ir.IRBuilder, base: ir.Value, sty: ir.LiteralStructType, f: int) -> ir.Value:
-    return b.gep(base, [_c(lu.I32, 0), _c(lu.I32, f)], inbounds=True, source_etype=sty)
