@@ -60,18 +60,52 @@ def test_outputs_aligned_inputs_untouched_and_reusable() -> None:
     np.testing.assert_array_equal(a, a0)
 
 
-def test_donated_parameter_is_not_mutated() -> None:
-    text = """HloModule m, input_output_alias={ {}: (0, {}, may-alias) }
+DONATING = """HloModule m, input_output_alias={ {}: (0, {}, may-alias) }
 ENTRY e {
   a = f32[32] parameter(0)
   b = f32[32] parameter(1)
   ROOT r = f32[32] multiply(a, b)
 }"""
-    a, b = rand(32), rand(32, seed=2)
+
+
+def test_donation_reuses_the_argument_in_place() -> None:
+    from xlc.backend_cpu.executable import aligned_empty
+
+    exe = compile_cpu(parse_module(DONATING))
+    b = rand(32, seed=2)
+    a = aligned_empty(32 * 4).view(np.float32)
+    a[:] = rand(32)
     a0 = a.copy()
-    out = check(text, a, b)[0]
-    np.testing.assert_array_equal(a, a0)
-    np.testing.assert_allclose(out, a0 * b)
+    out = exe.run([a, b])[0]
+    assert np.shares_memory(out, a)  # the donated buffer is the output: no allocation
+    np.testing.assert_allclose(out, a0 * b, rtol=1e-6)
+    # the loop `x = f(x)` keeps reusing one buffer (outputs are aligned, hence donatable)
+    out2 = exe.run([out, b])[0]
+    assert np.shares_memory(out2, a)
+    np.testing.assert_allclose(out2, a0 * b * b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("how", ["read-only", "misaligned", "also-argument-1", "list"])
+def test_donated_argument_that_cannot_be_reused_is_copied(how: str) -> None:
+    from xlc.backend_cpu.executable import aligned_empty
+
+    exe = compile_cpu(parse_module(DONATING))
+    a = aligned_empty(32 * 4).view(np.float32)
+    a[:] = rand(32)
+    b = rand(32, seed=2)
+    if how == "read-only":
+        a.flags.writeable = False
+    elif how == "misaligned":
+        a = np.concatenate([np.zeros(1, np.float32), a])[1:]
+        assert a.ctypes.data % 64
+    elif how == "also-argument-1":
+        b = a
+    a0, b0 = np.array(a), np.array(b)
+    arg = a.tolist() if how == "list" else a
+    out = exe.run([arg, b])[0]
+    assert not np.shares_memory(out, a)
+    np.testing.assert_array_equal(a, a0)  # untouched
+    np.testing.assert_allclose(out, a0 * b0, rtol=1e-6)
 
 
 def test_memory_stats_and_text() -> None:

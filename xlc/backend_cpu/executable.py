@@ -4,8 +4,14 @@ Per allocation of the BufferAssignment one table slot:
 * temp and thread-local allocations: one 64-byte-aligned block allocated once and reused by
   every call (so calls are serialised by a lock);
 * entry parameters: the caller's array itself (no copy when it is C-contiguous with the right
-  dtype and the parameter has the default layout); a donated (io-aliased) parameter is copied
-  into a fresh output block first, so the caller's array is never written;
+  dtype and the parameter has the default layout);
+* donated parameters (io-aliased, `donate_argnums`): donation is honoured - the caller's
+  array becomes the aliased output's storage (its contents are overwritten, and the returned
+  output shares its memory; as in JAX, a donated argument must not be used afterwards) when it
+  can be written in place: a writeable, C-contiguous, 64-byte-aligned array of the exact dtype
+  and shape (every array xlc returns qualifies, so `state = step(state)` loops run without
+  allocating) that overlaps no other argument. Otherwise it is copied into a fresh block
+  first, like a parameter that is itself live-out;
 * outputs: a fresh 64-byte-aligned block per call; the returned arrays are views of it;
 * constants: LLVM globals (slot unused).
 All of this is precomputed at construction; a call only fills the parameter and output slots.
@@ -76,11 +82,15 @@ class _Param:
     dtype: np.dtype
     dims: tuple[int, ...]
     perm: list[int] | None
+    live_out: bool
+    """The parameter's allocation is (part of) an output: it must not stay the caller's array
+    unless donated in place."""
     donated: bool
+    """io-aliased (`donate_argnums`): the caller's array may become the output's storage."""
     needs_prepare: bool = False
 
     def __post_init__(self) -> None:
-        self.needs_prepare = self.perm is not None or self.donated
+        self.needs_prepare = self.perm is not None or self.live_out or self.donated
 
 
 @dataclass
@@ -130,7 +140,8 @@ class CpuExecutable:
                 p = params[a.parameter_number]
                 self._params.append(_Param(a.index, a.parameter_number, p.shape.dtype,
                                            tuple(p.shape.dims), _physical_perm(p.shape),
-                                           a.aliased_with_output or a.maybe_live_out))
+                                           a.aliased_with_output or a.maybe_live_out,
+                                           a.aliased_with_output))
             elif a.is_constant:
                 continue
             elif a.maybe_live_out:
@@ -208,7 +219,7 @@ class CpuExecutable:
                 arr = flat_args[p.number]
                 if p.needs_prepare or type(arr) is not np.ndarray or arr.dtype != p.dtype \
                         or arr.shape != p.dims or not arr.flags.c_contiguous:
-                    arr = self._prepare(p, arr, blocks)
+                    arr = self._prepare(p, arr, blocks, flat_args)
                 keep.append(arr)
                 table[p.slot] = data_address(arr)
             self._fn(self._table_address)
@@ -216,19 +227,36 @@ class CpuExecutable:
             results[i] = self._output(self._leaves[i], blocks)
         return results  # type: ignore[return-value]
 
-    def _prepare(self, p: _Param, arr: object, blocks: dict[int, np.ndarray]) -> np.ndarray:
+    def _prepare(self, p: _Param, arr: object, blocks: dict[int, np.ndarray],
+                 flat_args: list[np.ndarray]) -> np.ndarray:
+        if p.donated and p.perm is None and self._donatable(p, arr, flat_args):
+            assert isinstance(arr, np.ndarray)
+            blocks[p.slot] = arr.reshape(-1).view(np.uint8)
+            return arr
         a = np.asarray(arr)
         if a.shape != p.dims:
             raise ArgumentError(f"{self.module.name}: argument {p.number} has shape "
                                 f"{a.shape}, expected {p.dims}")
         if p.perm is not None:
             a = a.transpose(p.perm)
-        if p.donated:
+        if p.live_out:
             buf = aligned_empty(a.size * p.dtype.itemsize)
             np.copyto(buf.view(p.dtype).reshape(a.shape), a, casting="unsafe")
             blocks[p.slot] = buf
             return buf
         return np.ascontiguousarray(a, dtype=p.dtype)
+
+    @staticmethod
+    def _donatable(p: _Param, arr: object, flat_args: list[np.ndarray]) -> bool:
+        """Whether donated argument `arr` can serve as its output's storage in place (see the
+        module docstring)."""
+        if type(arr) is not np.ndarray or arr.dtype != p.dtype or arr.shape != p.dims \
+                or not arr.flags.c_contiguous or not arr.flags.writeable \
+                or data_address(arr) % ALIGN or arr.nbytes == 0:
+            return False
+        return not any(other is not arr and isinstance(other, np.ndarray)
+                       and np.may_share_memory(arr, other) or (other is arr and k != p.number)
+                       for k, other in enumerate(flat_args))
 
     def _output(self, leaf: _Leaf, blocks: dict[int, np.ndarray]) -> np.ndarray:
         block = blocks.get(leaf.slot)

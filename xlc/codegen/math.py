@@ -21,8 +21,8 @@ random bit patterns over the whole range, dense in-domain samples and special va
 | tanh     | 6           | 3           | f32: rational (abs err <= 3.5e-7); f64: via expm1        |
 | logistic | 3           | 3           |                                                          |
 | erf      | 3           | 3.5         | Taylor near 0; else 1 - exp(-x^2) g(x), g Chebyshev fit  |
-| sin, cos | 2           | 2           | for |x| <= 1e4 (f32) / 1e9 (f64); larger: result in      |
-|          |             |             | [-1, 1] but not accurate (no Payne-Hanek reduction)      |
+| sin, cos | 2           | 2           | for |x| <= 1e13 (f32, reduced in f64) / 1e9 (f64); larger:|
+|          |             |             | result in [-1, 1] but not accurate (no Payne-Hanek)      |
 | tan      | 3.5         | 3.5         | same range as sin                                        |
 | atan2    | 3.5         | 3.5         |                                                          |
 | pow      | 1 (via f64) | see note    | f64: exact-ish binary powering for integer |y| <= 1024,  |
@@ -370,15 +370,35 @@ _COS_TERMS = {32: 6, 64: 10}
 
 
 def _sincos_reduced(f: _F, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """(sin r, cos r, quadrant q in 0..3 as ity) with x = k pi/2 + r, |r| <= pi/4."""
-    k = f.un("rint", f.mul(x, f.c(2.0 / math.pi)))
-    c1, c2, c3 = _PIO2[f.bits]
-    r = f.fma_exact(f.neg(k), f.c(c1), x)
-    r = f.fma_exact(f.neg(k), f.c(c2), r)
-    r = f.fma_exact(f.neg(k), f.c(c3), r)
-    kf = f.sel(f.cmp("<", f.abs(k), f.c(2.0 ** f.mant)), k, f.c(0.0))  # finite, exact
-    kmod = f.sub(kf, f.mul(f.c(4.0), f.un("floor", f.mul(kf, f.c(0.25)))))
-    q = f.to_int(kmod)
+    """(sin r, cos r, quadrant q in 0..3 as ity) with x = k pi/2 + r, |r| <= pi/4.
+
+    f64: Cody-Waite with a 3-part pi/2 and exact FMAs (accurate for |x| < ~1e9). f32: the
+    reduction is carried out in f64 (a float widens exactly, k is an exact integer and r keeps
+    far more than f32 precision), so f32 results are accurate up to |x| ~ 1e13 (where k's
+    rounding starts to slip) instead of ~1e4 - positional encodings and the like reach 1e5
+    and more. It costs ~12 more vector instructions per 16 elements (sin of 4M floats on one
+    core 1.7 -> 2.7 ms; XLA:CPU takes 18 ms for the same on two)."""
+    b = f.b
+    if f.is64:
+        k = f.un("rint", f.mul(x, f.c(2.0 / math.pi)))
+        c1, c2, c3 = _PIO2[64]
+        r = f.fma_exact(f.neg(k), f.c(c1), x)
+        r = f.fma_exact(f.neg(k), f.c(c2), r)
+        r = f.fma_exact(f.neg(k), f.c(c3), r)
+        kf = f.sel(f.cmp("<", f.abs(k), f.c(2.0 ** f.mant)), k, f.c(0.0))  # finite, exact
+        kmod = f.sub(kf, f.mul(f.c(4.0), f.un("floor", f.mul(kf, f.c(0.25)))))
+        q = f.to_int(kmod)
+    else:
+        d = _F(b, with_scalar(f.ty, ir.DoubleType()))
+        xd = b.fpext(x, d.ty)
+        k = d.un("rint", d.mul(xd, d.c(2.0 / math.pi)))
+        c1, c2, _ = _PIO2[64]  # 106 bits of pi/2: plenty for an f32 result up to |x| ~ 1e16
+        rd = d.fma_exact(d.neg(k), d.c(c1), xd)
+        rd = d.fma_exact(d.neg(k), d.c(c2), rd)
+        r = b.fptrunc(rd, f.ty)
+        kc = d.minnum(d.maxnum(k, d.c(-(2.0 ** 62))), d.c(2.0 ** 62))  # NaN -> bound
+        ki = b.fptosi(kc, with_scalar(f.ty, ir.IntType(64)))
+        q = b.trunc(b.and_(ki, const(ki.type, 3)), f.ity)
     z = f.mul(r, r)
     s = f.mul(r, f.poly(z, _taylor(lambda j: (-1) ** j / math.factorial(2 * j + 1),
                                    _SIN_TERMS[f.bits])))
