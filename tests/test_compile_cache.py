@@ -173,7 +173,7 @@ def test_ls_info_clear(tmp_path: Path):
     xlc.compile(program(op="subtract"), options=opts)
     cache = CompileCache(tmp_path)
     entries = cache.entries()
-    assert len(entries) == 2 and {e.backend for e in entries} == {"interpreter"}
+    assert len(entries) == 2 and {e.backend for e in entries} == {"cpu"}  # the default
     assert cache.info()["entries"] == 2
     assert cache.info()["total_bytes"] == sum(e.size for e in entries)
     assert cache.clear() == 2

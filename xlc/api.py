@@ -638,12 +638,15 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
     return wrap if fn is None else wrap(fn)
 
 
-def compile(hlo: str | HloModule, backend: str = "interpreter",  # noqa: A001
+def compile(hlo: str | HloModule, backend: str | None = None,  # noqa: A001
             options: CompileOptions | None = None) -> Compiled:
-    """Compile HLO text (parsed with `xlc.hlo.parser.parse_module`) or a module for `backend`.
-    The result takes the entry parameters positionally and returns an array or (nested)
-    tuple of arrays."""
+    """Compile HLO text (parsed with `xlc.hlo.parser.parse_module`) or a module for `backend`
+    ("cpu", "gpu" or "interpreter"; default: the options' backend, "cpu" unless XLC_FLAGS says
+    otherwise). The module is verified first (a malformed module is a VerificationError naming
+    the instruction, never a wrong answer). The result takes the entry parameters positionally
+    and returns an array or (nested) tuple of arrays."""
     opts = options or default_options()
+    backend = backend or opts.backend
     if isinstance(hlo, str):
         from xlc.hlo.parser import parse_module
 
@@ -653,7 +656,9 @@ def compile(hlo: str | HloModule, backend: str = "interpreter",  # noqa: A001
     else:
         raise ArgumentError(f"compile: expected HLO text or an HloModule, got "
                             f"{type(hlo).__name__}")
-    _verify(module, opts)
+    from xlc.hlo.verifier import verify_module
+
+    verify_module(module)
     return Compiled(module, opts, backend)
 
 

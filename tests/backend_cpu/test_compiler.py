@@ -273,3 +273,29 @@ ENTRY e {
     exe = compile_cpu(parse_module(text))
     assert ".rows." not in exe.llvm_ir
     check(text, rand(400, 400), rtol=1e-4, atol=1e-4)
+
+
+def test_compile_verifies_its_input_even_without_verify_option() -> None:
+    """A malformed module is refused before any pass runs, whatever the options say (the
+    reduce-window below declares a shape its window cannot produce)."""
+    import xlc
+    from xlc.errors import VerificationError
+    from xlc.options import CompileOptions
+
+    text = """HloModule m
+ad {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[7,9] parameter(0)
+  z = f32[] constant(0.5)
+  ROOT r = f32[7,6] reduce-window(x, z), to_apply=ad,
+    window={size=3x4 stride=2x3 pad=1_2x2_1 lhs_dilate=2x2 rhs_dilate=1x2}
+}"""
+    for backend in ("cpu", "interpreter"):
+        with pytest.raises(VerificationError, match=r"instruction 'r' in computation 'e': result "
+                           r"shape does not match the inferred shape: declared f32\[7,6\] vs "
+                           r"inferred f32\[7,5\]"):
+            xlc.compile(text, backend=backend, options=CompileOptions(verify=False))

@@ -22,7 +22,7 @@ from xlc.backend_cpu.emit_dot import load_as
 from xlc.backend_cpu.emit_loops import operand_buffers
 from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64, loop_over
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import multi_to_linear
+from xlc.codegen.indexing import multi_to_linear, window_position
 from xlc.codegen.scalar_types import from_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -73,16 +73,9 @@ def emit_convolution(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             lidx[dl.input_batch], lidx[dl.input_feature] = in_b, in_f
             ridx[dl.kernel_output_feature], ridx[dl.kernel_input_feature] = o, c
             for i, wd in enumerate(wdims):
-                s = oidx[dl.output_spatial[i]]
-                pos = b.add(b.mul(s, i64(wd.stride)), b.mul(kpos[i], i64(wd.window_dilation)))
-                pos = b.sub(pos, i64(wd.pad_low))
-                ok = b.and_(ok, b.icmp_signed(">=", pos, i64(0)))
-                if wd.base_dilation > 1:
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, i64(wd.base_dilation)),
-                                                  i64(0)))
-                    pos = b.sdiv(pos, i64(wd.base_dilation))
-                dim = lhs.shape.dims[dl.input_spatial[i]]
-                ok = b.and_(ok, b.icmp_signed("<", pos, i64(dim)))
+                inside, pos = window_position(b, oidx[dl.output_spatial[i]], kpos[i], wd,
+                                              lhs.shape.dims[dl.input_spatial[i]])
+                ok = b.and_(ok, inside)
                 pos = b.select(ok, pos, i64(0))
                 lidx[dl.input_spatial[i]] = pos
                 ridx[dl.kernel_spatial[i]] = b.sub(i64(wd.size - 1), kpos[i]) if wd.reversal \

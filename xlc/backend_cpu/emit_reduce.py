@@ -34,6 +34,7 @@ from xlc.backend_cpu.emitter import (
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import window_positions
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
@@ -228,22 +229,8 @@ def reduce_window_body(em: CpuEmitter, k: Kernel, gen: LeafEmitter, inst: HloIns
         for s, v in zip(slots, inits):
             b.store(v, s)
         with lu.for_nest(b, [w.size for w in wdims], "w") as widx:
-            ok: ir.Value = ir.Constant(lu.I1, 1)
-            src = []
-            for d, (o, w, wd) in enumerate(zip(oidx, widx, wdims)):
-                pos = b.add(b.mul(o, ir.Constant(lu.I64, wd.stride)),
-                            b.mul(w, ir.Constant(lu.I64, wd.window_dilation)))
-                pos = b.sub(pos, ir.Constant(lu.I64, wd.pad_low))
-                ok = b.and_(ok, b.icmp_signed(">=", pos, ir.Constant(lu.I64, 0)))
-                if wd.base_dilation > 1:
-                    bd = ir.Constant(lu.I64, wd.base_dilation)
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, bd), ir.Constant(lu.I64, 0)))
-                    pos = b.sdiv(pos, bd)
-                ok = b.and_(ok, b.icmp_signed("<", pos, ir.Constant(lu.I64, in_shape.dims[d])))
-                hi = ir.Constant(lu.I64, in_shape.dims[d] - 1)
-                pos = b.select(b.icmp_signed("<", pos, ir.Constant(lu.I64, 0)),
-                               ir.Constant(lu.I64, 0), pos)
-                src.append(b.select(b.icmp_signed(">", pos, hi), hi, pos))
+            ok, pos = window_positions(b, oidx, widx, wdims, in_shape.dims)
+            src = [b.select(ok, p, ir.Constant(lu.I64, 0)) for p in pos]  # reads stay in bounds
             gen.clear_cache()
             xs = [b.select(ok, gen.generate(inst.operands[j], src), inits[j]) for j in range(n)]
             accs = [b.load(s) for s in slots]

@@ -19,6 +19,7 @@ from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import window_position
 from xlc.codegen.scalar_types import from_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.attrs import WindowDim
@@ -82,15 +83,9 @@ def emit_convolution(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             ridx[dl.kernel_input_feature] = ci
             ridx[dl.kernel_output_feature] = o
             for s, w in enumerate(wd):
-                pos = b.sub(b.add(b.mul(oidx[dl.output_spatial[s]], i64(w.stride)),
-                                  b.mul(kw[s], i64(w.window_dilation))), i64(w.pad_low))
-                ok = b.and_(ok, b.icmp_signed(">=", pos, i64(0)))
-                if w.base_dilation > 1:
-                    bd = i64(w.base_dilation)
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, bd), i64(0)))
-                    pos = b.sdiv(pos, bd)
-                size = lhs.shape.dims[dl.input_spatial[s]]
-                ok = b.and_(ok, b.icmp_signed("<", pos, i64(size)))
+                inside, pos = window_position(b, oidx[dl.output_spatial[s]], kw[s], w,
+                                              lhs.shape.dims[dl.input_spatial[s]])
+                ok = b.and_(ok, inside)
                 lidx[dl.input_spatial[s]] = b.select(ok, pos, i64(0))
                 ridx[dl.kernel_spatial[s]] = b.sub(i64(w.size - 1), kw[s]) if w.reversal \
                     else kw[s]

@@ -35,7 +35,7 @@ from xlc.backend_gpu.kernel import (
 from xlc.backend_gpu.thunks import DeviceToDeviceCopyThunk, Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.indexing import linear_to_multi, multi_to_linear
+from xlc.codegen.indexing import linear_to_multi, multi_to_linear, window_positions
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
@@ -198,18 +198,8 @@ def emit_reduce_window(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         for s, v in zip(slots, inits):
             b.store(v, s)
         with lu.for_nest(b, [w.size for w in wdims], "w") as widx:
-            ok: ir.Value = ir.Constant(lu.I1, 1)
-            src = []
-            for d, (o, w, wd) in enumerate(zip(oidx, widx, wdims)):
-                pos = b.add(b.mul(o, i64(wd.stride)), b.mul(w, i64(wd.window_dilation)))
-                pos = b.sub(pos, i64(wd.pad_low))
-                ok = b.and_(ok, b.icmp_signed(">=", pos, i64(0)))
-                if wd.base_dilation > 1:
-                    bd = i64(wd.base_dilation)
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, bd), i64(0)))
-                    pos = b.sdiv(pos, bd)
-                ok = b.and_(ok, b.icmp_signed("<", pos, i64(in_shape.dims[d])))
-                src.append(_clamp(b, pos, in_shape.dims[d] - 1))
+            ok, pos = window_positions(b, oidx, widx, wdims, in_shape.dims)
+            src = [b.select(ok, p, i64(0)) for p in pos]  # reads stay in bounds
             xs = [b.select(ok, k.read(inst.operands[j], src), inits[j]) for j in range(n)]
             new = em.apply(b, inst.called[0], [b.load(s) for s in slots] + xs)
             for s, v in zip(slots, new):

@@ -18,7 +18,7 @@ from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import multi_to_linear
+from xlc.codegen.indexing import multi_to_linear, window_positions
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.attrs import WindowDim
 from xlc.hlo.ir import HloComputation, HloInstruction
@@ -73,18 +73,7 @@ def emit_select_and_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]
         b.store(lu.const(vty, 0), sel_val)
         b.store(i64(0), sel_pos)
         with lu.for_nest(b, [w.size for w in wdims], name="w") as widx:
-            ok: ir.Value = ir.Constant(lu.I1, 1)
-            src: list[ir.Value] = []
-            for d, (o, w, wd) in enumerate(zip(sidx, widx, wdims)):
-                pos = b.add(b.mul(o, i64(wd.stride)), b.mul(w, i64(wd.window_dilation)))
-                pos = b.sub(pos, i64(wd.pad_low))
-                ok = b.and_(ok, b.icmp_signed(">=", pos, i64(0)))
-                if wd.base_dilation > 1:
-                    bd = i64(wd.base_dilation)
-                    ok = b.and_(ok, b.icmp_signed("==", b.srem(pos, bd), i64(0)))
-                    pos = b.sdiv(pos, bd)
-                ok = b.and_(ok, b.icmp_signed("<", pos, i64(operand.shape.dims[d])))
-                src.append(pos)
+            ok, src = window_positions(b, sidx, widx, wdims, operand.shape.dims)
             with b.if_then(ok):
                 x = k.read(operand, src)
                 keep = em.apply(b, select, [b.load(sel_val), x])[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from llvmlite import ir
 
@@ -92,6 +93,36 @@ def multi_to_linear(b: ir.IRBuilder, index: Sequence[ir.Value], shape: Shape) ->
                 else b.add(linear, term, flags=["nsw"])
         stride *= shape.dims[d]
     return linear
+
+
+def window_position(b: ir.IRBuilder, out: ir.Value, win: ir.Value, wd: Any, size: int
+                    ) -> tuple[ir.Value, ir.Value]:
+    """(inside, pos) along one windowed dimension of XLA's window semantics (`wd` a
+    `xlc.hlo.attrs.WindowDim`): the operand position that window element `win` of output
+    position `out` reads, `out * stride + win * window_dilation - pad_low`, divided by the base
+    dilation, and whether it is a real element (not padding, not a base-dilation hole, inside
+    `[0, size)`). `pos` is not clamped: select or clamp it before reading."""
+    pos = b.sub(b.add(b.mul(out, i64(wd.stride)), b.mul(win, i64(wd.window_dilation))),
+                i64(wd.pad_low))
+    inside = b.icmp_signed(">=", pos, i64(0))
+    if wd.base_dilation > 1:
+        bd = i64(wd.base_dilation)
+        inside = b.and_(inside, b.icmp_signed("==", b.srem(pos, bd), i64(0)))
+        pos = b.sdiv(pos, bd)
+    return b.and_(inside, b.icmp_signed("<", pos, i64(size))), pos
+
+
+def window_positions(b: ir.IRBuilder, outs: Sequence[ir.Value], wins: Sequence[ir.Value],
+                     wdims: Sequence[Any], sizes: Sequence[int]
+                     ) -> tuple[ir.Value, list[ir.Value]]:
+    """`window_position` for every windowed dimension: (all inside, positions)."""
+    ok: ir.Value = ir.Constant(lu.I1, 1)
+    positions: list[ir.Value] = []
+    for o, w, wd, n in zip(outs, wins, wdims, sizes):
+        inside, pos = window_position(b, o, w, wd, n)
+        ok = b.and_(ok, inside)
+        positions.append(pos)
+    return ok, positions
 
 
 def _row_major(shape: Shape) -> Shape:
