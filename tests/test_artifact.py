@@ -504,3 +504,92 @@ def test_cpu_donated_pytree_roundtrip(tmp_path: Path):
     again = loaded(got, g)  # outputs are always reusable
     assert np.shares_memory(again["w"], got["w"])
     np.testing.assert_array_equal(again["w"], w_before - 1.0)
+
+
+BIG_DOT = """HloModule big_dot
+ENTRY e {
+  a = f32[300,200] parameter(0)
+  b = f32[200,500] parameter(1)
+  ROOT d = f32[300,500] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+FRESH_LOADER = r"""
+import sys
+import numpy as np
+import xlc
+from xlc.codegen import llvm_utils
+from xlc.passes import pipeline
+
+def forbidden(*a, **k):
+    raise AssertionError("load must not run this")
+
+llvm_utils.optimize = forbidden
+llvm_utils.compile_module = forbidden
+pipeline.Pipeline.run = forbidden
+loaded = xlc.load(sys.argv[1])
+a = np.linspace(-1, 1, 300 * 200, dtype=np.float32).reshape(300, 200)
+b = np.linspace(1, -1, 200 * 500, dtype=np.float32).reshape(200, 500)
+np.testing.assert_allclose(loaded(a, b), a @ b, rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def test_runtime_libraries_travel_with_the_file(tmp_path: Path):
+    """A dot big enough for the packed GEMM calls the process's run-time GEMM and thread
+    pool; the file carries their object code, so a fresh process loads and runs it without
+    LLVM's optimizer."""
+    path = tmp_path / "big.xlc"
+    xlc.compile(BIG_DOT, backend="cpu").serialize(str(path))
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+    assert "code/lib/gemm_f32.o" in names
+    r = subprocess.run([sys.executable, "-c", FRESH_LOADER, str(path)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=300,
+                       env={k: v for k, v in os.environ.items() if k != "XLC_CACHE_DIR"})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_unexpected_runtime_library_member_is_refused(tmp_path: Path):
+    path = tmp_path / "small.xlc"
+    xlc.compile(SMALL_HLO, backend="cpu").serialize(str(path))
+
+    def add_member(items: dict) -> None:
+        items["code/lib/gemm_f64.o"] = b"\x7fELF not really"
+
+    def list_member(m: dict) -> None:
+        import hashlib
+        data = b"\x7fELF not really"
+        m["members"]["code/lib/gemm_f64.o"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                                "size": len(data)}
+
+    bad = _rewrite(path, tmp_path / "extra.xlc", manifest_edit=list_member,
+                   members_edit=add_member)
+    with pytest.raises(xlc.ArtifactError, match=r"extra.xlc: unexpected run-time library "
+                                                r"member code/lib/gemm_f64.o"):
+        xlc.load(str(bad))
+
+
+def test_forged_runtime_library_is_refused_before_llvm_sees_it(tmp_path: Path):
+    """A library member whose checksums were forged consistently but which is no object."""
+    import hashlib
+
+    path = tmp_path / "big.xlc"
+    xlc.compile(BIG_DOT, backend="cpu").serialize(str(path))
+    junk = b"\x7fELF" + b"\0" * 60
+
+    def members(items: dict) -> None:
+        items["code/lib/gemm_f32.o"] = junk
+
+    def manifest(m: dict) -> None:
+        m["members"]["code/lib/gemm_f32.o"] = {"sha256": hashlib.sha256(junk).hexdigest(),
+                                               "size": len(junk)}
+
+    bad = _rewrite(path, tmp_path / "forged.xlc", manifest_edit=manifest, members_edit=members)
+    code = ("import xlc\ntry:\n    xlc.load(%r)\nexcept xlc.ArtifactError as e:\n    print(e)"
+            % str(bad))
+    # a fresh process: this one already has the library, and would not link the member
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (f"{bad}: code/lib/gemm_f32.o: the stored code is not a 64-bit "
+                                "little-endian ELF object")

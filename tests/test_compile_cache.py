@@ -240,3 +240,49 @@ def test_a_cache_hit_serializes_with_its_own_signature(tmp_path: Path):
     loaded = xlc.load(str(tmp_path / "f.xlc"))
     np.testing.assert_array_equal(loaded(arg)["y"], np.cos(arg["x"]) + 1)
     assert loaded.manifest.signature.arg_names == ["d"]
+
+
+RUNTIME_PROBE = r"""
+import sys
+import numpy as np
+import xlc
+from xlc.codegen import llvm_utils
+
+calls = []
+real = llvm_utils.optimize
+def counting(ref, level=3):
+    calls.append(level)
+    return real(ref, level)
+llvm_utils.optimize = counting
+text = '''HloModule big_dot_%s
+ENTRY e {
+  a = f32[300,200] parameter(0)
+  b = f32[200,%s] parameter(1)
+  ROOT d = f32[300,%s] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}''' % ((sys.argv[1],) * 3)
+c = xlc.compile(text, backend="cpu")
+a = np.ones((300, 200), np.float32)
+b = np.ones((200, int(sys.argv[1])), np.float32)
+assert np.allclose(c(a, b), 200.0)
+print(len(calls))
+"""
+
+
+def test_runtime_libraries_are_cached_across_processes(tmp_path: Path):
+    """With the cache on, the generic GEMM and the thread pool are compiled by the first
+    process only (`llvm_utils.optimize` compiles them; programs go through the CPU backend's
+    own pipeline); a later one links their cached object code, and `clear` removes them."""
+    env = {**os.environ, "XLC_CACHE_DIR": str(tmp_path)}
+
+    def optimizations(n: int) -> int:
+        r = subprocess.run([sys.executable, "-c", RUNTIME_PROBE, str(n)], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout.strip())
+
+    assert optimizations(500) == 2  # the GEMM library and the pool
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "runtime").iterdir()) == \
+        ["gemm_f32", "pool"]
+    assert optimizations(700) == 0  # another program: both linked from the cache
+    CompileCache(tmp_path).clear()
+    assert not list((tmp_path / "runtime").iterdir())

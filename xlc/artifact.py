@@ -22,7 +22,6 @@ import io
 import json
 import logging
 import os
-import tempfile
 import time
 import zipfile
 import zlib
@@ -58,6 +57,7 @@ from xlc.artifact_manifest import (
     tree_to_json,
 )
 from xlc.errors import ArtifactError
+from xlc.fileio import write_bytes_atomic
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
@@ -359,24 +359,6 @@ def signature_of(compiled: Compiled) -> Signature:
         in_tree=tree_to_json(compiled.in_tree) if compiled.in_tree is not None else None,
         out_tree=tree_to_json(compiled.out_tree),
         inputs=[aval_to_spec(a) for a in compiled.in_avals], outputs=outs)
-
-
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write `data` to `path` through a temp file in the same directory and a rename, so
-    readers never see a partial file and concurrent writers of the same path are safe."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def write_artifact(compiled: Compiled, path: str | os.PathLike[str]) -> None:

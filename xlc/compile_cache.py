@@ -139,7 +139,7 @@ class CompileCache:
 
     def put(self, key: str, data: bytes) -> None:
         """Store archive bytes under `key` (write-then-rename)."""
-        from xlc.artifact import write_bytes_atomic
+        from xlc.fileio import write_bytes_atomic
 
         write_bytes_atomic(self.path_of(key), data)
         STATS["writes"] += 1
@@ -166,10 +166,18 @@ class CompileCache:
         return sorted(out, key=lambda e: (e.mtime, e.key))
 
     def clear(self) -> int:
-        """Remove every entry and stale temp file; returns the number of entries removed."""
+        """Remove every entry, the cached run-time libraries (`runtime/`) and stale temp
+        files; returns the number of entries removed."""
         n = 0
         if not self.dir.is_dir():
             return 0
+        runtime = self.dir / "runtime"
+        if runtime.is_dir():
+            for p in runtime.iterdir():
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
         for p in self.dir.iterdir():
             if p.suffix == SUFFIX or (p.name.startswith(".") and p.name.endswith(".tmp")):
                 try:

@@ -21,6 +21,9 @@ from xlc.artifact_manifest import OBJECT_MEMBER, Manifest, TargetInfo
 from xlc.errors import ArtifactError
 from xlc.hlo.ir import HloModule
 
+LIB_PREFIX = "code/lib/"
+"""Members holding the object code of the run-time libraries the entry object calls."""
+
 log = logging.getLogger("xlc.backend_cpu")
 
 _lock = threading.Lock()
@@ -39,15 +42,19 @@ def host_target() -> TargetInfo:
 
 
 def pack(exe: Any) -> Any:
-    """The code members of a CpuExecutable: its host object code (ELF) and target."""
+    """The code members of a CpuExecutable: its host object code (ELF), the object code of
+    every run-time library it calls (`code/lib/<name>.o`: thread pool, GEMMs) and the target."""
     from xlc.artifact import PackedCode
+    from xlc.codegen import runtime_lib
 
     if not hasattr(exe, "object_code") or not hasattr(exe, "entry_name"):
         raise ArtifactError(f"cannot serialize a {type(exe).__name__}: it exposes no object "
                             "code")
-    obj = exe.object_code()
-    return PackedCode(target=host_target(), entry_symbol=exe.entry_name,
-                      members={OBJECT_MEMBER: bytes(obj)})
+    obj = bytes(exe.object_code())
+    members = {OBJECT_MEMBER: obj}
+    for name in runtime_lib.libraries_for(undefined_symbols(obj)):
+        members[f"{LIB_PREFIX}{name}.o"] = runtime_lib.object_code(name)
+    return PackedCode(target=host_target(), entry_symbol=exe.entry_name, members=members)
 
 
 def check_target(target: TargetInfo, where: str) -> None:
@@ -94,21 +101,39 @@ def undefined_symbols(obj: bytes) -> list[str]:
 
 
 def _check_symbols(obj: bytes, where: str) -> None:
-    """Requires an MCJIT engine to exist (creating one makes the process's symbols visible).
-    Code that runs kernels on threads links to the process's thread pool, compiled here on
-    first need."""
+    """Requires an MCJIT engine to exist (creating one makes the process's symbols visible),
+    and the run-time libraries the code calls linked (`_link_libraries`)."""
     import llvmlite.binding as llvm
 
-    from xlc.codegen.thread_pool import POOL_RUN, ensure_pool
-
     needed = undefined_symbols(obj)
-    if POOL_RUN in needed:
-        ensure_pool()
     unresolved = [s for s in needed
                   if s not in _LINKER_SYMBOLS and not llvm.address_of_symbol(s)]
     if unresolved:
         raise ArtifactError(f"{where}: the code needs symbol(s) {', '.join(unresolved)} that "
                             "this process does not provide")
+
+
+def _link_libraries(needed: list[str], members: dict[str, bytes], where: str) -> None:
+    """Make the run-time libraries the code calls available: from the file's own copies
+    (`code/lib/<name>.o`, linked without LLVM optimization) or, for a file without them, from
+    this process's. A library member the code does not need is refused (it is not code the
+    manifest vouches for running)."""
+    from xlc.codegen import runtime_lib
+
+    wanted = set(runtime_lib.libraries_for(needed))
+    for member, data in members.items():
+        if member.startswith(LIB_PREFIX):
+            name = member[len(LIB_PREFIX):].removesuffix(".o")
+            if name not in wanted:
+                raise ArtifactError(f"{where}: unexpected run-time library member {member}")
+            try:  # a malformed object fails here, before LLVM sees it
+                undefined_symbols(data)
+            except ArtifactError as e:
+                raise ArtifactError(f"{where}: {member}: {e}") from None
+            runtime_lib.link_object(name, data, where)
+            wanted.discard(name)
+    for name in sorted(wanted):
+        runtime_lib.ensure(name)
 
 
 class _LinkedCode:
@@ -154,7 +179,8 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
         raise ArtifactError(f"{where}: a CPU executable without object code")
     check_target(manifest.target, where)
     obj = members[OBJECT_MEMBER]
-    undefined_symbols(obj)  # a malformed object fails here, before LLVM sees it
+    needed = undefined_symbols(obj)  # a malformed object fails here, before LLVM sees it
+    _link_libraries(needed, members, where)
     linked = _LinkedCode(obj, manifest.entry_symbol, where)
     timings = {t.name: t.seconds for t in manifest.pass_timings}
     exe = CpuExecutable(module, assignment, manifest.entry_symbol, linked.address,

@@ -39,18 +39,8 @@ import numpy as np
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm_kernels import (
-    Blocking,
-    emit_microkernel,
-    emit_pack_a,
-    emit_pack_b,
-    emit_simple_gemm,
-    gep,
-    i64,
-    new_function,
-    simple_loop_order,
-    smin,
-)
+from xlc.codegen.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
+from xlc.codegen.gemm_lib import PARAMS, declare_gemm
 from xlc.codegen.parallel import PARALLEL_FLOPS, available_threads, emit_threaded_entry
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
@@ -107,6 +97,11 @@ class GemmSpec:
         if pt not in _BLOCKING:
             raise UnsupportedOpError(f"GEMM generator supports f32 and f64, not '{pt.text}'")
 
+    def params(self) -> list[int]:
+        """The library GEMM's parameter block (`xlc.codegen.gemm_lib`)."""
+        return [self.m, self.n, self.k, self.batch, *self.a_strides, *self.b_strides,
+                *self.c_strides, int(self.accumulate)]
+
     @staticmethod
     def for_arrays(a: np.ndarray, b: np.ndarray, accumulate: bool = False) -> GemmSpec:
         """The spec of `a @ b` for 2-D (m x k, k x n) or 3-D (batch x m x k, batch x k x n)
@@ -123,6 +118,13 @@ class GemmSpec:
             return tuple(s // x.itemsize for s in x.strides)  # type: ignore[return-value]
         return GemmSpec(m, n, k, batch, st(a3), st(b3), (m * n, n, 1),
                         PrimitiveType.from_dtype(a.dtype), accumulate)
+
+
+def base_blocking(pt: PrimitiveType) -> Blocking:
+    """The full-size blocking of `pt` (what `blocking` clips to a problem's sizes)."""
+    p = _BLOCKING[pt]
+    return Blocking(pt, p["mr"], p["nv"], p["vw"], p["kc"], p["mc"] // p["mr"] * p["mr"],
+                    p["nc"] // (p["nv"] * p["vw"]) * (p["nv"] * p["vw"]), p["unroll"])
 
 
 def blocking(spec: GemmSpec) -> Blocking:
@@ -196,86 +198,14 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
                                 gep(b, c, b.mul(bi, i64(sc)), ety)])
         b.ret_void()
         return
-    bl = blocking(spec)
-    blocked = _emit_blocked(llvm_module, name, spec, bl)
-    # this thread's scratch: align, then skip the other threads' parts
-    a_bytes, b_bytes = _thread_bytes(spec, bl)
-    base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
-    base = b.add(base, b.mul(tid, i64(a_bytes + b_bytes)))
-    ap = b.inttoptr(base, lu.PTR)
-    bp = b.inttoptr(b.add(base, i64(a_bytes)), lu.PTR)
-    split_m = _split_m(spec, bl)
-    step, size = (bl.mr, spec.m) if split_m else (bl.nr, spec.n)
-    panels = -(-size // step)
-    units = spec.batch * panels
-    lo = b.sdiv(b.mul(i64(units), tid), nthreads)
-    hi = b.sdiv(b.mul(i64(units), b.add(tid, i64(1))), nthreads)
-    with b.if_then(b.icmp_signed("<", lo, hi)):
-        b_first = b.sdiv(lo, i64(panels))
-        b_end = b.sdiv(b.add(hi, i64(panels - 1)), i64(panels))
-        with lu.for_range(b, b_end, start=b_first, name="bt") as bi:
-            p0 = b.sub(lo, b.mul(bi, i64(panels)))
-            p0 = b.select(b.icmp_signed("<", p0, i64(0)), i64(0), p0)
-            p1 = smin(b, b.sub(hi, b.mul(bi, i64(panels))), i64(panels))
-            r0 = b.mul(p0, i64(step))
-            r1 = smin(b, b.mul(p1, i64(step)), i64(size))
-            rng = [r0, r1, i64(0), i64(spec.n)] if split_m else [i64(0), i64(spec.m), r0, r1]
-            b.call(blocked, [gep(b, a, b.mul(bi, i64(sa)), ety),
-                             gep(b, bm, b.mul(bi, i64(sb)), ety),
-                             gep(b, c, b.mul(bi, i64(sc)), ety), *rng, ap, bp])
+    # the packed path: a call of the process's generic GEMM with this spec's parameters
+    params = b.alloca(ir.ArrayType(lu.I64, PARAMS))
+    params.align = 16
+    params.type = lu.PTR  # llvmlite types allocas as typed pointers; LLVM 22 wants `ptr`
+    for i, v in enumerate(spec.params()):
+        b.store(i64(v), gep(b, params, i, lu.I64))
+    b.call(declare_gemm(llvm_module, spec.dtype), [a, bm, c, scratch, tid, nthreads, params])
     b.ret_void()
-
-
-def smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """max(x, 1) for an i64."""
-    return b.select(b.icmp_signed("<", x, i64(1)), i64(1), x)
-
-
-def _emit_blocked(module: ir.Module, name: str, spec: GemmSpec, bl: Blocking) -> ir.Function:
-    """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp)`:
-    C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into ap/bp."""
-    (_, am, ak), (_, bk, bn), (_, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
-    nkb = -(-spec.k // bl.kc)
-    min_kc = min(bl.kc, spec.k - (nkb - 1) * bl.kc)  # the last k block may be shorter
-    pack_a = emit_pack_a(module, f"{name}.pack_a", bl, am, ak, min_kc)
-    pack_b = emit_pack_b(module, f"{name}.pack_b", bl, bk, bn, min_kc)
-    micro = emit_microkernel(module, f"{name}.micro", bl, cm, cn)
-    fn, b = new_function(module, f"{name}.blocked", [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 2,
-                         noalias=(0, 1, 2, 7, 8))
-    a, bmat, c, m0, m1, n0, n1, ap, bp = fn.args
-    ety, mr, nr = bl.ety, bl.mr, bl.nr
-    # m blocks of equal size (a multiple of mr, at most mc): no short leftover block that
-    # would stream every B panel from L3 for a single microkernel call
-    mlen = b.sub(m1, m0)
-    nmb = b.sdiv(b.add(mlen, i64(bl.mc - 1)), i64(bl.mc))
-    per = b.sdiv(b.add(mlen, b.sub(nmb, i64(1))), smax1(b, nmb))
-    mcs = b.mul(b.sdiv(b.add(per, i64(mr - 1)), i64(mr)), i64(mr))
-    with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
-        nc = smin(b, i64(bl.nc), b.sub(n1, jc))
-        with lu.for_range(b, i64(spec.k), step=bl.kc, name="pc") as pc:
-            kc = smin(b, i64(bl.kc), b.sub(i64(spec.k), pc))
-            b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, i64(bk)), b.mul(jc, i64(bn))), ety),
-                            bp, kc, nc])
-            first = b.icmp_signed("==", pc, i64(0))
-            if spec.accumulate:
-                first = ir.Constant(lu.I1, 0)
-            with lu.for_range(b, nmb, name="ib") as ib:
-                ic = b.add(m0, b.mul(ib, mcs))
-                mc = smin(b, mcs, b.sub(m1, ic))
-                b.call(pack_a, [gep(b, a, b.add(b.mul(ic, i64(am)), b.mul(pc, i64(ak))), ety),
-                                ap, mc, kc])
-                with lu.for_range(b, nc, step=nr, name="jr") as jr:
-                    nr_eff = smin(b, i64(nr), b.sub(nc, jr))
-                    bpan = gep(b, bp, b.mul(jr, kc), ety)
-                    ccol = b.mul(b.add(jc, jr), i64(cn))
-                    with lu.for_range(b, mc, step=mr, name="ir") as ir_:
-                        mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
-                        apan = gep(b, ap, b.mul(ir_, kc), ety)
-                        coff = b.add(b.mul(b.add(ic, ir_), i64(cm)), ccol)
-                        b.call(micro, [kc, apan, bpan, gep(b, c, coff, ety), mr_eff, nr_eff,
-                                       first])
-    b.ret_void()
-    return fn
 
 
 # ---- JIT convenience -----------------------------------------------------------------------

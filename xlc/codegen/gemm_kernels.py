@@ -1,8 +1,9 @@
 """Building blocks of the packed GEMM (see `xlc/codegen/gemm.py` for the driver).
 
 Everything here emits internal LLVM functions into an llvmlite module, specialised on a
-`Blocking` (register/cache block sizes, element type) and on the static element strides of the
-operands:
+`Blocking` (register/cache block sizes, element type); operand strides and sizes are run-time
+arguments (the packers and the microkernel pick their fast paths by testing them), so one copy
+serves every GEMM of a type (`xlc/codegen/gemm_lib.py` builds that copy once per process):
 
 * `emit_pack_a`: copies an `mc x kc` block of A into MR-row panels, `ap[p][kk][MR]`; row-major
   A by in-register vw x vw transposes, column-major A by masked vector loads;
@@ -17,8 +18,8 @@ operands:
 * `emit_simple_gemm`: a plain loop nest for tiny problems and matrix-vector products, where
   packing costs more than it saves (dot-product or axpy form, chosen from the strides).
 
-All functions use arbitrary (static) element strides, so transposed operands need no copy
-beyond the packing that happens anyway.
+All functions take arbitrary element strides, so transposed operands need no copy beyond the
+packing that happens anyway.
 """
 from __future__ import annotations
 
@@ -89,6 +90,11 @@ def gep(b: ir.IRBuilder, base: ir.Value, off: ir.Value | int, ety: ir.Type) -> i
                  source_etype=ety)
 
 
+def iv(x: int | ir.Value) -> ir.Value:
+    """An i64 value: `x` itself, or the constant `x`."""
+    return x if isinstance(x, ir.Value) else i64(x)
+
+
 def smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     """Signed minimum of two i64 values."""
     return b.select(b.icmp_signed("<", x, y), x, y)
@@ -117,42 +123,48 @@ def _store(b: ir.IRBuilder, v: ir.Value, base: ir.Value, off: ir.Value | int,
 # ---- packing -------------------------------------------------------------------------------
 # Padding rows/columns of the last panel (past mc or nc) hold copies of the last real one or
 # zeros: the microkernel computes them but never stores their results.
-def emit_pack_b(module: ir.Module, name: str, bl: Blocking, bk: int, bn: int, min_kc: int
-                ) -> ir.Function:
-    """`void name(ptr b, ptr bp, i64 kc, i64 nc)`: pack B[0:kc, 0:nc] (element strides bk, bn
-    from `b`) into `bp[p][kk][nr]` panels of nr columns.
+def emit_pack_b(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+    """`void name(ptr b, ptr bp, i64 kc, i64 nc, i64 bk, i64 bn)`: pack B[0:kc, 0:nc] (element
+    strides bk, bn from `b`) into `bp[p][kk][nr]` panels of nr columns.
 
-    Requires min_kc <= kc <= bl.kc, 1 <= nc, bp 64-byte aligned with room for
-    ceil(nc / nr) panels. Row-major B is copied with full-width (masked at the edge) vector
-    loads; B^T (bk == 1) by in-register vw x vw transposes when min_kc >= vw."""
-    fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
-    src, dst, kc, nc = fn.args
+    Requires 1 <= kc <= bl.kc, 1 <= nc, bp 64-byte aligned with room for ceil(nc / nr)
+    panels. Row-major B (bn == 1) is copied with full-width (masked at the edge) vector loads;
+    B^T (bk == 1) by in-register vw x vw transposes when kc >= vw; anything else elementwise."""
+    fn, b = new_function(module, name, [lu.PTR, lu.PTR] + [lu.I64] * 4, noalias=(0, 1))
+    src, dst, kc, nc, bk, bn = fn.args
     ety, nr, esz, vw = bl.ety, bl.nr, bl.pt.byte_size, bl.vw
     panels = b.sdiv(b.add(nc, i64(nr - 1)), i64(nr))
+    row_major = b.icmp_signed("==", bn, i64(1))
+    transposed = b.and_(b.icmp_signed("==", bk, i64(1)), b.icmp_signed(">=", kc, i64(vw)))
     with lu.for_range(b, panels, name="p") as p:
-        s = gep(b, src, b.mul(p, i64(nr * bn)), ety)
+        s = gep(b, src, b.mul(p, b.mul(bn, i64(nr))), ety)
         d = gep(b, dst, b.mul(b.mul(p, kc), i64(nr)), ety)
         cols = smin(b, i64(nr), b.sub(nc, b.mul(p, i64(nr))))
-        if bn == 1:
-            with b.if_else(b.icmp_signed("==", cols, i64(nr)), likely=True) as (whole, edge):
-                with whole:
-                    _copy_vectors(b, s, d, kc, bl, bk, None)
-                with edge:
-                    _copy_vectors(b, s, d, kc, bl, bk, cols)
-        elif bk == 1 and min_kc >= vw:
-            _transposed_panel(b, s, d, kc, nr, b.sub(cols, i64(1)), bn, bl)
-        else:
-            last = b.sub(cols, i64(1))
-            with lu.for_range(b, kc, name="kk") as kk, lu.for_range(b, i64(nr), name="jj") as jj:
-                col = smin(b, jj, last)
-                x = _load(b, s, b.add(b.mul(kk, i64(bk)), b.mul(col, i64(bn))), ety, esz)
-                _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
+        with b.if_else(row_major, likely=True) as (rm, other):
+            with rm:
+                with b.if_else(b.icmp_signed("==", cols, i64(nr)), likely=True) as (whole,
+                                                                                      edge):
+                    with whole:
+                        _copy_vectors(b, s, d, kc, bl, bk, None)
+                    with edge:
+                        _copy_vectors(b, s, d, kc, bl, bk, cols)
+            with other:
+                with b.if_else(transposed) as (tr, plain):
+                    with tr:
+                        _transposed_panel(b, s, d, kc, nr, b.sub(cols, i64(1)), bn, bl)
+                    with plain:
+                        last = b.sub(cols, i64(1))
+                        with lu.for_range(b, kc, name="kk") as kk, \
+                                lu.for_range(b, i64(nr), name="jj") as jj:
+                            col = smin(b, jj, last)
+                            x = _load(b, s, b.add(b.mul(kk, bk), b.mul(col, bn)), ety, esz)
+                            _store(b, x, d, b.add(b.mul(kk, i64(nr)), jj), esz)
     b.ret_void()
     return fn
 
 
 def _copy_vectors(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, bl: Blocking,
-                  bk: int, cols: ir.Value | None) -> None:
+                  bk: int | ir.Value, cols: ir.Value | None) -> None:
     """Row-major B panel: d[kk][0:nr] = s[kk * bk + 0:nr], only `cols` columns read (masked
     loads, zeros elsewhere) unless cols is None."""
     esz = bl.pt.byte_size
@@ -164,7 +176,7 @@ def _copy_vectors(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, bl: B
             masks.append(b.icmp_signed("<", lanes, limit))
     zero = lu.const(bl.vty, 0)
     with lu.for_range(b, kc, name="kk") as kk:
-        so, do = b.mul(kk, i64(bk)), b.mul(kk, i64(bl.nr))
+        so, do = b.mul(kk, iv(bk)), b.mul(kk, i64(bl.nr))
         for v in range(bl.nv):
             ptr = gep(b, s, b.add(so, i64(v * bl.vw)), bl.ety)
             if cols is None:
@@ -176,35 +188,40 @@ def _copy_vectors(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, bl: B
             _store(b, x, d, b.add(do, i64(v * bl.vw)), 64)
 
 
-def emit_pack_a(module: ir.Module, name: str, bl: Blocking, am: int, ak: int, min_kc: int
-                ) -> ir.Function:
-    """`void name(ptr a, ptr ap, i64 mc, i64 kc)`: pack A[0:mc, 0:kc] (element strides am, ak
-    from `a`) into `ap[p][kk][mr]` panels of mr rows.
+def emit_pack_a(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+    """`void name(ptr a, ptr ap, i64 mc, i64 kc, i64 am, i64 ak)`: pack A[0:mc, 0:kc]
+    (element strides am, ak from `a`) into `ap[p][kk][mr]` panels of mr rows.
 
-    Requires 1 <= mc, min_kc <= kc, ap with room for ceil(mc / mr) panels plus vw elements
-    (the transposing path's last store spills up to vw - 1 elements past a panel). Row-major A
-    (ak == 1) is transposed in registers when min_kc >= vw; column-major A is copied with
-    masked full-width vector loads."""
-    fn, b = new_function(module, name, [lu.PTR, lu.PTR, lu.I64, lu.I64], noalias=(0, 1))
-    src, dst, mc, kc = fn.args
+    Requires 1 <= mc, 1 <= kc, ap with room for ceil(mc / mr) panels plus vw elements (the
+    transposing path's last store spills up to vw - 1 elements past a panel). Row-major A
+    (ak == 1) is transposed in registers when kc >= vw; column-major A (am == 1) is copied
+    with masked full-width vector loads; anything else elementwise."""
+    fn, b = new_function(module, name, [lu.PTR, lu.PTR] + [lu.I64] * 4, noalias=(0, 1))
+    src, dst, mc, kc, am, ak = fn.args
     ety, mr = bl.ety, bl.mr
     panels = b.sdiv(b.add(mc, i64(mr - 1)), i64(mr))
+    col_major = b.icmp_signed("==", am, i64(1))
+    transposed = b.and_(b.and_(b.icmp_signed("==", ak, i64(1)), b.not_(col_major)),
+                        b.icmp_signed(">=", kc, i64(bl.vw)))
     with lu.for_range(b, panels, name="p") as p:
-        s = gep(b, src, b.mul(p, i64(mr * am)), ety)
+        s = gep(b, src, b.mul(p, b.mul(am, i64(mr))), ety)
         d = gep(b, dst, b.mul(b.mul(p, kc), i64(mr)), ety)
         rows = smin(b, i64(mr), b.sub(mc, b.mul(p, i64(mr))))
-        if ak == 1 and am != 1 and min_kc >= bl.vw:
-            _transposed_panel(b, s, d, kc, mr, b.sub(rows, i64(1)), am, bl)
-        elif am == 1:  # column-major A: each k column of the panel is contiguous
-            _copy_columns_masked(b, s, d, rows, kc, bl, ak)
-        else:
-            _copy_rows(b, s, d, rows, kc, bl, am, ak)
+        with b.if_else(transposed, likely=True) as (tr, other):
+            with tr:
+                _transposed_panel(b, s, d, kc, mr, b.sub(rows, i64(1)), am, bl)
+            with other:
+                with b.if_else(col_major) as (cm_, plain):
+                    with cm_:
+                        _copy_columns_masked(b, s, d, rows, kc, bl, ak)
+                    with plain:
+                        _copy_rows(b, s, d, rows, kc, bl, am, ak)
     b.ret_void()
     return fn
 
 
 def _copy_columns_masked(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Value,
-                         kc: ir.Value, bl: Blocking, ak: int) -> None:
+                         kc: ir.Value, bl: Blocking, ak: int | ir.Value) -> None:
     """Column-major A panel: d[kk * mr + ii] = s[kk * ak + ii] for ii < rows (zeros up to a
     multiple of vw), by masked full-width loads and full-width stores in ascending order (a
     store spills past its column into slots rewritten next; the scratch has slack)."""
@@ -217,7 +234,7 @@ def _copy_columns_masked(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Val
     zero = lu.const(bl.vty, 0)
     with lu.for_range(b, kc, name="kk") as kk:
         for g in range(groups):
-            ptr = gep(b, s, b.add(b.mul(kk, i64(ak)), i64(g * vw)), bl.ety)
+            ptr = gep(b, s, b.add(b.mul(kk, iv(ak)), i64(g * vw)), bl.ety)
             x = lu.intrinsic(b, "llvm.masked.load", [ptr, ir.Constant(lu.I32, esz), masks[g],
                                                      zero], ret=bl.vty,
                              overloads=[bl.vty, lu.PTR])
@@ -225,13 +242,13 @@ def _copy_columns_masked(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Val
 
 
 def _copy_rows(b: ir.IRBuilder, s: ir.Value, d: ir.Value, rows: ir.Value, kc: ir.Value,
-               bl: Blocking, am: int, ak: int) -> None:
+               bl: Blocking, am: int | ir.Value, ak: int | ir.Value) -> None:
     """Plain packing loop: d[kk * mr + ii] = s[min(ii, rows - 1) * am + kk * ak]."""
     esz = bl.pt.byte_size
     last = b.sub(rows, i64(1))
     with lu.for_range(b, kc, name="ck") as kk, lu.for_range(b, i64(bl.mr), name="ci") as ii:
         row = smin(b, ii, last)
-        x = _load(b, s, b.add(b.mul(row, i64(am)), b.mul(kk, i64(ak))), bl.ety, esz)
+        x = _load(b, s, b.add(b.mul(row, iv(am)), b.mul(kk, iv(ak))), bl.ety, esz)
         _store(b, x, d, b.add(b.mul(kk, i64(bl.mr)), ii), esz)
 
 
@@ -257,7 +274,7 @@ def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 
 
 def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, lines: int,
-                      last: ir.Value, stride: int, bl: Blocking) -> None:
+                      last: ir.Value, stride: int | ir.Value, bl: Blocking) -> None:
     """Pack one panel whose `lines` source lines (A rows / B columns) are contiguous along k:
     d[kk * lines + l] = s[min(l, last) * stride + kk] for kk < kc (requires kc >= vw).
 
@@ -268,7 +285,7 @@ def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, l
     spill lands past it). kc % vw != 0 is covered by one more block at kc - vw, which rewrites
     some columns with the same values."""
     vw, esz = bl.vw, bl.pt.byte_size
-    offs = [b.mul(smin(b, i64(l), last), i64(stride)) for l in range(-(-lines // vw) * vw)]
+    offs = [b.mul(smin(b, i64(l), last), iv(stride)) for l in range(-(-lines // vw) * vw)]
     align = 64 if lines % vw == 0 else esz
 
     def block(kv: ir.Value) -> None:
@@ -287,22 +304,25 @@ def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, l
 
 
 # ---- microkernel ---------------------------------------------------------------------------
-def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: int
-                     ) -> ir.Function:
-    """`void name(i64 kc, ptr ap, ptr bp, ptr c, i64 mr_eff, i64 nr_eff, i1 first)`:
-    C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element strides cm, cn).
+def emit_microkernel(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+    """`void name(i64 kc, ptr ap, ptr bp, ptr c, i64 mr_eff, i64 nr_eff, i1 first, i64 cm,
+    i64 cn)`: C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element
+    strides cm, cn).
 
     Requires kc >= 1, packed panels as made by `emit_pack_a`/`emit_pack_b` (bp 64-byte
-    aligned), 1 <= mr_eff <= mr, 1 <= nr_eff <= nr."""
-    fn, b = new_function(module, name, [lu.I64, lu.PTR, lu.PTR, lu.PTR, lu.I64, lu.I64, lu.I1],
-                         noalias=(1, 2, 3))
+    aligned), 1 <= mr_eff <= mr, 1 <= nr_eff <= nr. Full tiles of a C with unit column stride
+    are prefetched and stored as vectors; the others go through a stack tile."""
+    fn, b = new_function(module, name, [lu.I64, lu.PTR, lu.PTR, lu.PTR, lu.I64, lu.I64, lu.I1,
+                                        lu.I64, lu.I64], noalias=(1, 2, 3))
     fn.attributes.add("noinline")
-    kc, ap, bp, c, mr_eff, nr_eff, first = fn.args
+    kc, ap, bp, c, mr_eff, nr_eff, first, cm, cn = fn.args
     ety, vty, mr, nv, vw, nr = bl.ety, bl.vty, bl.mr, bl.nv, bl.vw, bl.nr
     esz = bl.pt.byte_size
     accs = [[alloca(b, vty) for _ in range(nv)] for _ in range(mr)]
     zero = lu.const(vty, 0)
-    _prefetch_tile(b, c, bl, cm, cn)
+    unit = b.icmp_signed("==", cn, i64(1))
+    with b.if_then(unit, likely=True):
+        _prefetch_tile(b, c, bl, cm)
     for row in accs:
         for slot in row:
             b.store(zero, slot, align=64)
@@ -325,55 +345,54 @@ def emit_microkernel(module: ir.Module, name: str, bl: Blocking, cm: int, cn: in
         step(k)
 
     full = b.and_(b.icmp_signed("==", mr_eff, i64(mr)), b.icmp_signed("==", nr_eff, i64(nr)))
-    if cn == 1:
-        with b.if_else(full, likely=True) as (vec_path, tile_path):
-            with vec_path:
-                _store_tile_vectors(b, accs, c, first, bl, cm)
-            with tile_path:
-                _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
-    else:
-        _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
+    with b.if_else(b.and_(full, unit), likely=True) as (vec_path, tile_path):
+        with vec_path:
+            _store_tile_vectors(b, accs, c, first, bl, cm)
+        with tile_path:
+            _store_tile_scalar(b, accs, c, first, mr_eff, nr_eff, bl, cm, cn)
     b.ret_void()
     return fn
 
 
-def _prefetch_tile(b: ir.IRBuilder, c: ir.Value, bl: Blocking, cm: int, cn: int) -> None:
-    """Prefetch the C tile (for writing) so its cache misses overlap the k loop."""
-    if cn != 1:
-        return
+def _prefetch_tile(b: ir.IRBuilder, c: ir.Value, bl: Blocking, cm: ir.Value) -> None:
+    """Prefetch the C tile (unit column stride, row stride cm) for writing, so its cache
+    misses overlap the k loop."""
     fnty = ir.FunctionType(lu.VOID, [lu.PTR, lu.I32, lu.I32, lu.I32])
     fn = b.module.globals.get("llvm.prefetch.p0") or ir.Function(b.module, fnty,
                                                                  "llvm.prefetch.p0")
     row_bytes = bl.nr * bl.pt.byte_size
     for i in range(bl.mr):
+        row = b.mul(i64(i), cm)
         for off in range(0, row_bytes + 63, 64):
             elem = min(off, row_bytes - 1) // bl.pt.byte_size
             # not `inbounds`: rows past an edge tile's end may lie outside C (a prefetch
             # never faults)
-            ptr = b.gep(c, [i64(i * cm + elem)], source_etype=bl.ety)
+            ptr = b.gep(c, [b.add(row, i64(elem))], source_etype=bl.ety)
             b.call(fn, [ptr, ir.Constant(lu.I32, 1),
                         ir.Constant(lu.I32, 3), ir.Constant(lu.I32, 1)])
 
 
 def _store_tile_vectors(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
-                        first: ir.Value, bl: Blocking, cm: int) -> None:
+                        first: ir.Value, bl: Blocking, cm: ir.Value) -> None:
     vty, esz = bl.vty, bl.pt.byte_size
+    rows = [b.mul(i64(i), cm) for i in range(len(accs))]
     with b.if_else(first) as (overwrite, update):
         with overwrite:
             for i, row in enumerate(accs):
                 for v, slot in enumerate(row):
-                    _store(b, b.load(slot, typ=vty, align=64), c, i * cm + v * bl.vw, esz)
+                    _store(b, b.load(slot, typ=vty, align=64), c,
+                           b.add(rows[i], i64(v * bl.vw)), esz)
         with update:
             for i, row in enumerate(accs):
                 for v, slot in enumerate(row):
-                    off = i * cm + v * bl.vw
+                    off = b.add(rows[i], i64(v * bl.vw))
                     old = _load(b, c, off, vty, esz)
                     _store(b, b.fadd(old, b.load(slot, typ=vty, align=64)), c, off, esz)
 
 
 def _store_tile_scalar(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
                        first: ir.Value, mr_eff: ir.Value, nr_eff: ir.Value, bl: Blocking,
-                       cm: int, cn: int) -> None:
+                       cm: ir.Value, cn: ir.Value) -> None:
     """Edge tiles (and C without unit column stride): spill the tile, then copy elementwise."""
     ety, vty, nr, esz = bl.ety, bl.vty, bl.nr, bl.pt.byte_size
     tile = alloca(b, ir.ArrayType(ety, bl.mr * nr))
@@ -382,7 +401,7 @@ def _store_tile_scalar(b: ir.IRBuilder, accs: list[list[ir.Value]], c: ir.Value,
             _store(b, b.load(slot, typ=vty, align=64), tile, i * nr + v * bl.vw, 64)
     with lu.for_range(b, mr_eff, name="ti") as i, lu.for_range(b, nr_eff, name="tj") as j:
         t = _load(b, tile, b.add(b.mul(i, i64(nr)), j), ety, esz)
-        off = b.add(b.mul(i, i64(cm)), b.mul(j, i64(cn)))
+        off = b.add(b.mul(i, cm), b.mul(j, cn))
         old = b.select(first, lu.const(ety, 0), _load(b, c, off, ety, esz))
         _store(b, b.fadd(old, t), c, off, esz)
 

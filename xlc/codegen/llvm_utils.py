@@ -370,13 +370,13 @@ class JitEngine:
     def add_module(self, ref: llvm.ModuleRef) -> None:
         """Add a verified (optimised) module and finalise it, so its functions are callable.
 
-        Raises LoweringError if it defines a function name already defined in the engine. A
-        module that calls the thread pool (`xlc_pool_run`) gets the pool compiled first."""
+        Raises LoweringError if it defines a function name already defined in the engine. The
+        run-time libraries the module calls (`xlc.codegen.runtime_lib`: thread pool, GEMMs)
+        are made available first."""
         defined = {f.name for f in ref.functions if not f.is_declaration}
-        if any(f.name == "xlc_pool_run" and f.is_declaration for f in ref.functions):
-            from xlc.codegen.thread_pool import ensure_pool
+        from xlc.codegen import runtime_lib
 
-            ensure_pool()
+        runtime_lib.ensure_for_symbols(f.name for f in ref.functions if f.is_declaration)
         with _lock:
             clash = defined & self._symbols
             if clash:

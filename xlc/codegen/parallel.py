@@ -11,8 +11,9 @@ Two shapes of parallel kernel exist:
 Both store the pointers in a stack struct and call `xlc_pool_run(job, &struct, n)` with a small
 `job(args, tid, n)` that unpacks them; the share of tid 0 runs on the calling thread. `part`
 and `kernel` must be safe to run concurrently for different shares. ctypes releases the GIL
-around the entry call, so nothing Python-side waits while the threads run. Code using these
-needs `xlc_pool_run` linked: `thread_pool.ensure_pool()` before adding it to an engine.
+around the entry call, so nothing Python-side waits while the threads run. `xlc_pool_run` is a
+run-time library (`xlc.codegen.runtime_lib`), linked when a module using it is added to the
+JIT engine.
 """
 from __future__ import annotations
 

@@ -27,16 +27,14 @@ Protocol (all shared words are 32- or 64-bit globals of the pool module; `seq_cs
 * shares with no worker (thread creation failed) run on the caller after its own share;
 * after `fork()` the child has no workers: the pool notices the new pid and starts new ones.
 
-`ensure_pool()` compiles the pool into the process JIT engine once and registers
-`xlc_pool_run` as a process symbol, so code loaded into other engines (`.xlc` files) links to
-the same pool. `declare_pool_run(module)` declares it in a kernel module.
+The pool is a run-time library (`xlc.codegen.runtime_lib`): compiled once per process (or linked
+from an `.xlc` file's copy) and shared by every engine. `declare_pool_run(module)` declares it
+in a kernel module.
 """
 from __future__ import annotations
 
 import logging
-import threading
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
@@ -57,29 +55,10 @@ JOB_TYPE = ir.FunctionType(lu.VOID, [lu.PTR, lu.I64, lu.I64])
 JOB_PTR = ir.PointerType(JOB_TYPE)  # prints as `ptr`; llvmlite needs the pointee to call it
 RUN_TYPE = ir.FunctionType(lu.VOID, [JOB_PTR, lu.PTR, lu.I64])
 
-_lock = threading.Lock()
-_address: int | None = None
-
-
 def declare_pool_run(module: ir.Module) -> ir.Function:
     """`xlc_pool_run` declared in `module` (once)."""
     fn = module.globals.get(POOL_RUN)
     return fn if fn is not None else ir.Function(module, RUN_TYPE, name=POOL_RUN)
-
-
-def ensure_pool() -> int:
-    """Compile the pool into the process JIT engine (once) and make `xlc_pool_run` resolvable
-    by every engine of this process; returns its address."""
-    global _address
-    with _lock:
-        if _address is None:
-            ref = lu.parse_and_verify(str(build_pool_module()), POOL_RUN)
-            lu.optimize(ref, 2)
-            lu.jit_engine().add_module(ref)
-            _address = lu.jit_engine().address(POOL_RUN)
-            llvm.add_symbol(POOL_RUN, _address)
-            log.debug("thread pool compiled at %#x", _address)
-        return _address
 
 
 # ---- the pool module ----------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""The packed GEMM as a run-time library: one generic copy per element type, compiled once per
+process (`xlc.codegen.runtime_lib`) and called by every executable's dots.
+
+    void xlc_gemm_f32(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads, ptr params)
+    void xlc_gemm_f64(...)
+
+`params` points at PARAMS i64 values: m, n, k, batch, the (batch, m, k) element strides of A,
+the (batch, k, n) of B, the (batch, m, n) of C, and accumulate (0/1) - `GemmSpec.params()`.
+The function computes the share `tid` of `nthreads` of C[b] (+)= A[b] @ B[b] (BLIS loop
+structure, see `xlc/codegen/gemm.py`), packing into its part of `scratch`
+(`gemm.scratch_bytes(spec, nthreads)` bytes). Every block size is derived at run time from the
+sizes exactly as `gemm.blocking` derives it at compile time, so the scratch the caller reserves
+always fits.
+
+Why a library: a GEMM specialised on its shapes and strides is ~140 KB of LLVM IR (an unrolled
+14 x 32 microkernel, three packers), ~130 ms of LLVM time per distinct dot. Generic in sizes and
+strides (the fast paths are chosen by run-time tests that cost nothing next to the packing),
+it is compiled once per process, and each dot costs a call with a parameter block.
+"""
+from __future__ import annotations
+
+import logging
+
+from llvmlite import ir
+
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.gemm_kernels import (
+    Blocking,
+    emit_microkernel,
+    emit_pack_a,
+    emit_pack_b,
+    gep,
+    i64,
+    new_function,
+    smin,
+)
+from xlc.hlo.shape import PrimitiveType
+
+log = logging.getLogger("xlc.codegen")
+
+PARAMS = 14
+"""Number of i64 values of the parameter block (see the module docstring)."""
+SYMBOLS = {PrimitiveType.F32: "xlc_gemm_f32", PrimitiveType.F64: "xlc_gemm_f64"}
+LIBRARY_TYPE = ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64, lu.I64, lu.PTR])
+
+
+def declare_gemm(module: ir.Module, pt: PrimitiveType) -> ir.Function:
+    """The library GEMM of `pt` declared in `module` (once)."""
+    name = SYMBOLS[pt]
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, LIBRARY_TYPE, name=name)
+
+
+def _smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, i64(1)), i64(1), x)
+
+
+def _ceil_div(b: ir.IRBuilder, x: ir.Value, y: ir.Value | int) -> ir.Value:
+    y = y if isinstance(y, ir.Value) else i64(y)
+    return b.sdiv(b.add(x, b.sub(y, i64(1))), y)
+
+
+def _round64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.and_(b.add(x, i64(63)), i64(-64))
+
+
+class _Sizes:
+    """The run-time blocking of one call: the IR twin of `gemm.blocking` and
+    `gemm._thread_bytes` (keep the two in step)."""
+
+    def __init__(self, b: ir.IRBuilder, bl: Blocking, m: ir.Value, n: ir.Value, k: ir.Value):
+        mr, nr = bl.mr, bl.nr
+        nkb = _ceil_div(b, _smax1(b, k), bl.kc)
+        self.kc = _smax1(b, _ceil_div(b, k, nkb))
+        self.mc = smin(b, i64(max(mr, bl.mc // mr * mr)), b.mul(_ceil_div(b, m, mr), i64(mr)))
+        self.mc = b.select(b.icmp_signed("<", self.mc, i64(mr)), i64(mr), self.mc)
+        self.nc = smin(b, i64(max(nr, bl.nc // nr * nr)), b.mul(_ceil_div(b, n, nr), i64(nr)))
+        self.nc = b.select(b.icmp_signed("<", self.nc, i64(nr)), i64(nr), self.nc)
+        esz = i64(bl.pt.byte_size)
+        self.a_bytes = _round64(b, b.add(b.mul(b.mul(self.mc, self.kc), esz), i64(64)))
+        self.b_bytes = _round64(b, b.mul(b.mul(self.kc, self.nc), esz))
+
+
+def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+    """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp,
+    ptr params)`: C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into
+    ap/bp."""
+    pack_a = emit_pack_a(module, f"{name}.pack_a", bl)
+    pack_b = emit_pack_b(module, f"{name}.pack_b", bl)
+    micro = emit_microkernel(module, f"{name}.micro", bl)
+    for f in (pack_a, pack_b):
+        f.attributes.add("noinline")
+    fn, b = new_function(module, f"{name}.blocked",
+                         [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 3, noalias=(0, 1, 2, 7, 8))
+    a, bmat, c, m0, m1, n0, n1, ap, bp, params = fn.args
+    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS)]
+    m, n, k, _, _, am, ak, _, bk, bn, _, cm, cn, accumulate = p
+    sz = _Sizes(b, bl, m, n, k)
+    ety, mr, nr = bl.ety, bl.mr, bl.nr
+    # m blocks of equal size (a multiple of mr, at most mc): no short leftover block that
+    # would stream every B panel from L3 for a single microkernel call
+    mlen = b.sub(m1, m0)
+    nmb = _ceil_div(b, mlen, sz.mc)
+    per = b.sdiv(b.add(mlen, b.sub(nmb, i64(1))), _smax1(b, nmb))
+    mcs = b.mul(_ceil_div(b, per, mr), i64(mr))
+    acc = b.icmp_signed("!=", accumulate, i64(0))
+    with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
+        nc = smin(b, sz.nc, b.sub(n1, jc))
+        with lu.for_range(b, k, name="pc", step=bl.kc) as pc_raw:
+            # k advances by the balanced kc (<= bl.kc): recompute the block start
+            pc = b.mul(b.sdiv(pc_raw, i64(bl.kc)), sz.kc)
+            kc = smin(b, sz.kc, b.sub(k, pc))
+            with b.if_then(b.icmp_signed(">", kc, i64(0))):
+                b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, bk), b.mul(jc, bn)), ety),
+                                bp, kc, nc, bk, bn])
+                first = b.and_(b.icmp_signed("==", pc, i64(0)), b.not_(acc))
+                with lu.for_range(b, nmb, name="ib") as ib:
+                    ic = b.add(m0, b.mul(ib, mcs))
+                    mc = smin(b, mcs, b.sub(m1, ic))
+                    b.call(pack_a, [gep(b, a, b.add(b.mul(ic, am), b.mul(pc, ak)), ety),
+                                    ap, mc, kc, am, ak])
+                    with lu.for_range(b, nc, step=nr, name="jr") as jr:
+                        nr_eff = smin(b, i64(nr), b.sub(nc, jr))
+                        bpan = gep(b, bp, b.mul(jr, kc), ety)
+                        ccol = b.mul(b.add(jc, jr), cn)
+                        with lu.for_range(b, mc, step=mr, name="ir") as ir_:
+                            mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
+                            apan = gep(b, ap, b.mul(ir_, kc), ety)
+                            coff = b.add(b.mul(b.add(ic, ir_), cm), ccol)
+                            b.call(micro, [kc, apan, bpan, gep(b, c, coff, ety), mr_eff,
+                                           nr_eff, first, cm, cn])
+    b.ret_void()
+    return fn
+
+
+def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
+    """Add the exported generic GEMM for `bl`'s element type (see the module docstring)."""
+    name = SYMBOLS[bl.pt]
+    blocked = _emit_blocked(module, name, bl)
+    fn = ir.Function(module, LIBRARY_TYPE, name=name)
+    for arg in fn.args[:3]:
+        arg.add_attribute("noalias")
+    a, bm, c, scratch, tid, nthreads, params = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ety = bl.ety
+    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS)]
+    m, n, k, batch, sa, _, _, sb, _, _, sc, _, _, _ = p
+    sz = _Sizes(b, bl, m, n, k)
+    # this thread's scratch: align, then skip the other threads' parts
+    base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
+    base = b.add(base, b.mul(tid, b.add(sz.a_bytes, sz.b_bytes)))
+    ap = b.inttoptr(base, lu.PTR)
+    bp = b.inttoptr(b.add(base, sz.a_bytes), lu.PTR)
+    # threads split along m or n, whichever has more panels
+    m_panels, n_panels = _ceil_div(b, m, bl.mr), _ceil_div(b, n, bl.nr)
+    split_m = b.icmp_signed(">", m_panels, n_panels)
+    step = b.select(split_m, i64(bl.mr), i64(bl.nr))
+    size = b.select(split_m, m, n)
+    panels = b.select(split_m, m_panels, n_panels)
+    units = b.mul(batch, panels)
+    lo = b.sdiv(b.mul(units, tid), nthreads)
+    hi = b.sdiv(b.mul(units, b.add(tid, i64(1))), nthreads)
+    with b.if_then(b.icmp_signed("<", lo, hi)):
+        b_first = b.sdiv(lo, _smax1(b, panels))
+        b_end = _ceil_div(b, hi, _smax1(b, panels))
+        with lu.for_range(b, b_end, start=b_first, name="bt") as bi:
+            p0 = b.sub(lo, b.mul(bi, panels))
+            p0 = b.select(b.icmp_signed("<", p0, i64(0)), i64(0), p0)
+            p1 = smin(b, b.sub(hi, b.mul(bi, panels)), panels)
+            r0 = b.mul(p0, step)
+            r1 = smin(b, b.mul(p1, step), size)
+            m0 = b.select(split_m, r0, i64(0))
+            m1 = b.select(split_m, r1, m)
+            n0 = b.select(split_m, i64(0), r0)
+            n1 = b.select(split_m, n, r1)
+            b.call(blocked, [gep(b, a, b.mul(bi, sa), ety), gep(b, bm, b.mul(bi, sb), ety),
+                             gep(b, c, b.mul(bi, sc), ety), m0, m1, n0, n1, ap, bp, params])
+    b.ret_void()
+    return fn
+
+
+def build_gemm_library(pt: PrimitiveType) -> ir.Module:
+    """The library module of the generic GEMM for `pt` (f32 or f64)."""
+    from xlc.codegen.gemm import base_blocking
+
+    module = lu.new_module(f"xlc_gemm_{pt.text}")
+    emit_library_gemm(module, base_blocking(pt))
+    return module
