@@ -31,10 +31,11 @@ from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 log = logging.getLogger("xlc.backend_cpu")
 
 USE_CODEGEN_GEMM = True
-"""Big f32/f64 dots that emit_matmul does not take (transposed/strided rhs or output) go to the
-packed generator of xlc.codegen.gemm (emit_gemm.py). emit_matmul stays first: as fast in an
-A/B on the 1024^3 and MLP benches, and ~4x cheaper to compile."""
-GEMM_MIN_FLOPS = 2 * 96 ** 3
+"""f32/f64 dots that emit_matmul does not take (`matmul_applicable`: its sweet spot of sizes and
+layouts) go to the packed GEMM of xlc.codegen.gemm (a run-time library call, emit_gemm.py)."""
+GEMM_MIN_FLOPS = 2 * 40 ** 3
+"""Smaller dots use the loop nests below. From ~40^3 the packed GEMM wins despite its packing
+(2-core test VM: 48^3 8.4 -> 5.2 us, 64^3 8.7 -> 6.5 us, 80^3 21.8 -> 10.1 us)."""
 K_BLOCK = 128
 N_BLOCK = 512
 

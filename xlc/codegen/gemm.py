@@ -56,7 +56,7 @@ log = logging.getLogger("xlc.codegen")
 # panel (32 KiB) stays in the 48 KiB L1 across the ir loop, the MC x KC A block (~0.5 MiB) in
 # the 1 MiB L2, the KC x NC B block in L3. unroll: k-loop unrolling of the microkernel (4 gave
 # no measurable gain over 2 and costs ~40 % more compile time for that function).
-SIMPLE_FLOPS = 2 * 64 ** 3
+SIMPLE_FLOPS = 2 * 40 ** 3
 _BLOCKING = {
     PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096, unroll=2),
     PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048, unroll=2),
