@@ -17,12 +17,20 @@ import logging
 
 from llvmlite import ir
 
-from xlc.backend_cpu.emit_gemm import emit_gemm_dot, gemm_spec
+from xlc.backend_cpu.emit_gemm import emit_gemm_dot
 from xlc.backend_cpu.emit_loops import operand_buffers
 from xlc.backend_cpu.emit_matmul import emit_matmul, matmul_applicable
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, element_type, i64
+from xlc.backend_cpu.emitter import (
+    CpuEmitter,
+    FnCtx,
+    Kernel,
+    element_type,
+    i64,
+    overlaps_an_operand,
+)
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
+from xlc.codegen.gemm_dot import gemm_plan_for_dot
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -199,11 +207,6 @@ def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
         lu.store_element(b, res, k.ptr(inst), plan.out_off(b, bi, mi, ni), out_pt)
 
 
-def _overlaps(em: CpuEmitter, inst: HloInstruction) -> bool:
-    out = em.slice(inst)
-    return any(em.slice(op).index == out.index for op in inst.operands)
-
-
 def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A dot as a loop nest (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)
@@ -216,11 +219,11 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     k = em.kernel(ctx, inst.name, [(inst, ())] + operand_buffers(inst))
     if out_pt in (PrimitiveType.F16, PrimitiveType.BF16):
         _register_accumulate(k, inst, plan, out_pt)
-    elif matmul_applicable(inst, plan, em.threads) and not _overlaps(em, inst):
+    elif matmul_applicable(inst, plan, em.threads) and not overlaps_an_operand(em, inst):
         emit_matmul(k, inst, plan, em.threads)
-    elif USE_CODEGEN_GEMM and not _overlaps(em, inst) and _prod(plan.nsizes) > 1 and \
-            _flops(plan) >= GEMM_MIN_FLOPS and (spec := gemm_spec(inst, plan)) is not None:
-        emit_gemm_dot(em, k, inst, spec)
+    elif USE_CODEGEN_GEMM and not overlaps_an_operand(em, inst) and _prod(plan.nsizes) > 1 and \
+            _flops(plan) >= GEMM_MIN_FLOPS and (gp := gemm_plan_for_dot(inst)) is not None:
+        emit_gemm_dot(em, k, inst, gp)
     elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and _prod(plan.nsizes) == 1:
         # matrix-vector / dot product: a reduction along k per output element
         _register_accumulate(k, inst, plan, out_pt, reassoc=True)

@@ -22,6 +22,7 @@ from xlc.backend_cpu.emitter import (
     i64,
     loop_over,
     physical_order,
+    slices_overlap,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
@@ -214,7 +215,7 @@ def _aligned_output(em: CpuEmitter, outs: list[tuple[HloInstruction, ShapeIndex]
         return False
     sl = em.slice(outs[0][0], outs[0][1])
     inputs = [em.slice(op) for op in outs[0][0].operands if op.shape.is_array]
-    return sl.offset % 64 == 0 and all(i.index != sl.index for i in inputs)
+    return sl.offset % 64 == 0 and not any(slices_overlap(i, sl) for i in inputs)
 
 
 def _copy_into(k: Kernel, src: HloInstruction, dst: HloInstruction) -> None:

@@ -32,6 +32,7 @@ from xlc.backend_cpu.emitter import (
     LeafEmitter,
     element_type,
     loop_over,
+    overlaps_an_operand,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
@@ -127,13 +128,7 @@ def _shared_value(em: CpuEmitter, inst: HloInstruction, roots: list[HloInstructi
             or value.shape.element_type != space.element_type \
             or not _reads_at_same_index(roots[0], value):
         return None
-    out = em.slice(inst, ())
-    for op in inst.operands:
-        for sl in em.ba.all_slices(op):
-            if sl.index == out.index and sl.offset < out.offset + out.size \
-                    and out.offset < sl.offset + sl.size:
-                return None
-    return value
+    return None if overlaps_an_operand(em, inst) else value
 
 
 def emit_row_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:

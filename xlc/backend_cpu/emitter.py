@@ -370,7 +370,7 @@ class CpuEmitter:
         fn.linkage = "internal"
         args: dict[tuple[int, int, int], ir.Value] = {}
         for arg, sl in zip(fn.args, distinct):
-            if not any(_overlap(sl, o) for o in distinct if o is not sl):
+            if not any(slices_overlap(sl, o) for o in distinct if o is not sl):
                 arg.add_attribute("noalias")
             arg.add_attribute("nonnull")
             args[sl.key()] = arg
@@ -438,9 +438,17 @@ class CpuEmitter:
         return fn
 
 
-def _overlap(a: Slice, b: Slice) -> bool:
+def slices_overlap(a: Slice, b: Slice) -> bool:
+    """Whether two slices share a byte (same allocation, intersecting ranges). Temps all live
+    in one temp allocation, so comparing allocation indices alone is not enough."""
     return (a.index == b.index and a.offset < b.offset + b.size
             and b.offset < a.offset + a.size)
+
+
+def overlaps_an_operand(em: CpuEmitter, inst: HloInstruction) -> bool:
+    """Whether `inst`'s (array) output shares bytes with any operand's buffer."""
+    out = em.slice(inst)
+    return any(slices_overlap(sl, out) for op in inst.operands for sl in em.ba.all_slices(op))
 
 
 def constant_bytes(inst: HloInstruction) -> bytes:

@@ -39,6 +39,10 @@ def matmul(a: Any, b: Any) -> Tracer:
         _check_contract("matmul", x, y, x.ndim - 1, 0)
         return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())))
     _check_contract("matmul", x, y, x.ndim - 1, y.ndim - 2)
+    if y.ndim == 2:
+        # [..., m, k] @ [k, n]: one dot contracting k, no batch dims, as JAX emits it - the
+        # matrix is not broadcast (copied) over the leading dims
+        return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())))
     try:
         batch = broadcast_shapes(x.shape[:-2], y.shape[:-2], op="matmul")
     except Exception:
