@@ -585,8 +585,8 @@ def test_forged_runtime_library_is_refused_before_llvm_sees_it(tmp_path: Path):
                                                "size": len(junk)}
 
     bad = _rewrite(path, tmp_path / "forged.xlc", manifest_edit=manifest, members_edit=members)
-    code = ("import xlc\ntry:\n    xlc.load(%r)\nexcept xlc.ArtifactError as e:\n    print(e)"
-            % str(bad))
+    code = ("import xlc\ntry:\n    xlc.load(" + repr(str(bad)) +
+            ")\nexcept xlc.ArtifactError as e:\n    print(e)")
     # a fresh process: this one already has the library, and would not link the member
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)

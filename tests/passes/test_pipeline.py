@@ -308,3 +308,22 @@ def test_bad_xlc_flags_value_is_an_argument_error(monkeypatch):
     with pytest.raises(ArgumentError, match=r"--constant-folding-limit=many: Input should be "
                                             r"a valid integer"):
         default_options()
+
+
+def test_input_is_verified_before_the_first_pass() -> None:
+    """With verification on, a module that comes in broken is reported as such, not as the
+    first pass's fault."""
+    from xlc.errors import VerificationError
+    from xlc.hlo.parser import parse_module
+    from xlc.options import CompileOptions
+    from xlc.passes.dce import DeadCodeElimination
+    from xlc.passes.pipeline import Pipeline
+
+    m = parse_module("""HloModule m
+ENTRY e {
+  a = f32[4] parameter(0)
+  ROOT n = f32[5] negate(a)
+}""")
+    with pytest.raises(VerificationError) as info:
+        Pipeline("p", [DeadCodeElimination()]).run(m, CompileOptions(verify=True))
+    assert str(info.value).startswith("instruction 'n' in computation 'e'")

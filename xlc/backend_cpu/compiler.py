@@ -18,6 +18,7 @@ from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options
 from xlc.passes.buffer_assignment import BufferAssignment
+from xlc.passes.conv_to_dot import ConvToDot
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 
@@ -28,7 +29,12 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     """The CPU HLO pipeline: the standard list (simplification, transpose folding, loop/input
     and multi-output fusion, row fusion, cleanup, copy insertion, memory scheduling), with
     row fusion (`emit_row_fusion`) and gather fusion (the elemental gather rule) on."""
-    return standard_passes(options, row_fusion=True, fuse_gather=True)
+    return [
+        # Convolutions as patches @ kernel (im2col) on the packed GEMM; first, so that the
+        # transposes/slices it creates are simplified and fused like any others.
+        ConvToDot(),
+        *standard_passes(options, row_fusion=True, fuse_gather=True),
+    ]
 
 
 def run_cpu_passes(module: HloModule, options: CompileOptions) -> OptimizedModule:

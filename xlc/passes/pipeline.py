@@ -214,11 +214,16 @@ class Pipeline:
     def run(self, module: HloModule, options: CompileOptions | None = None) -> bool:
         """Run every entry in order on `module` (in place).
 
-        Requires: a well-formed module. Guarantees: after every changing pass the verifier ran
-        (when `options.verify`); XlcErrors name the pass and this pipeline."""
+        Requires: a well-formed module. Guarantees: with `options.verify`, the verifier ran on
+        the input (a VerificationError then names no pass: the module came in broken) and after
+        every changing pass; XlcErrors name the pass and this pipeline."""
         options = options if options is not None else default_options()
         self.timings = []
         runner = _Runner(self, options)
+        if options.verify:
+            from xlc.hlo.verifier import verify_module
+
+            verify_module(module)
         if options.dump_to:
             _dump_module(options, module, "")  # before_optimizations, once per module
         start = time.perf_counter()
