@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import xlc
 import xlc.lax
 import xlc.numpy as xnp
+
+import xlc
 from tools.bench_models import models
 
 

@@ -208,6 +208,16 @@ CASES = [
   b = f32[2,3] broadcast(p), dimensions={}
   ROOT t = f32[3,2] transpose(b), dimensions={1,0}""", """
   CHECK: ROOT %broadcast = f32[3,2]{1,0} broadcast(%p), dimensions={}"""),
+    ("transpose-elementwise", """
+  p = f32[2,3,4] parameter(0)
+  t1 = f32[2,4,3] transpose(p), dimensions={0,2,1}
+  z = f32[] constant(0)
+  b = f32[2,4,3] broadcast(z), dimensions={}
+  m = f32[2,4,3] maximum(t1, b)
+  ROOT t2 = f32[2,3,4] transpose(m), dimensions={0,2,1}""", """
+  CHECK: %p = f32[2,3,4]{2,1,0} parameter(0)
+  CHECK: ROOT %maximum{{.*}} = f32[2,3,4]{2,1,0} maximum(%p, %broadcast{{.*}})
+  CHECK-NOT: transpose"""),
     ("broadcast-noop", """
   p = f32[2,3] parameter(0)
   ROOT b = f32[2,3] broadcast(p), dimensions={0,1}""", """

@@ -180,12 +180,37 @@ def _emit_streaming(k: Kernel, gen: LeafEmitter, root: HloInstruction,
     k.finish()
 
 
+def _emit_concatenate(k: Kernel, gen: LeafEmitter, concat: HloInstruction,
+                      out: tuple[HloInstruction, ShapeIndex]) -> None:
+    """A concatenate root: one loop nest per operand over its own region of the output (no
+    per-element choice of the operand, however many there are; an im2col's patches are a
+    concatenate of one slice per window position)."""
+    b = k.b
+    d = int(concat.attrs["dimensions"][0])
+    offset = 0
+    for op in concat.operands:
+        with loop_over(b, op.shape, "cc") as idx:
+            gen.clear_cache()
+            dst = list(idx)
+            dst[d] = b.add(idx[d], i64(offset), flags=["nsw"]) if offset else idx[d]
+            k.write(out[0], dst, gen.generate(op, idx), out[1])
+        offset += op.shape.dims[d]
+    gen.clear_cache()
+    k.finish()
+
+
 def emit_loop_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """A kLoop fusion: one loop nest over the (first) output computing every root element."""
+    """A kLoop fusion: one loop nest over the (first) output computing every root element (a
+    concatenate root: one loop nest per operand, `_emit_concatenate`)."""
     root = inst.called[0].root
     assert root is not None
     if root.opcode is Opcode.DYNAMIC_UPDATE_SLICE:
         emit_dus_fusion(em, ctx, inst)
+        return
+    if root.opcode is Opcode.CONCATENATE:
+        outs = output_buffers(inst)
+        k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+        _emit_concatenate(k, fusion_generator(k, inst), root, outs[0])
         return
     outs = output_buffers(inst)
     roots = list(root.operands) if root.opcode is Opcode.TUPLE else [root]
@@ -203,6 +228,10 @@ def emit_elementwise(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     if j is not None:
         k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
         _emit_tiled(k, operand_generator(k, inst), inst, j)
+        return
+    if inst.opcode is Opcode.CONCATENATE:
+        k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+        _emit_concatenate(k, operand_generator(k, inst), inst, outs[0])
         return
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split_of(inst.shape))
     _emit_roots(k, operand_generator(k, inst), inst, [inst], outs,

@@ -17,7 +17,11 @@ from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 
 MAX_CONCAT_OPERANDS = 8
-"""Concatenates with more operands stay unfused (each operand is a branch in the fused loop)."""
+"""Concatenates with more operands are never fused into a consumer (inside a fused loop each
+operand is a branch of every element's computation)."""
+MAX_CONCAT_ROOT_OPERANDS = 64
+"""...but may root a loop fusion (emitters write each operand's region with a loop of its own:
+an im2col's concatenate of one slice per window position, 9 for a 3x3 convolution)."""
 
 LOOP = "kLoop"
 INPUT = "kInput"
@@ -69,6 +73,10 @@ def _array_outputs(inst: HloInstruction) -> bool:
     return inst.shape.is_array or (shapes is not None and all(t.is_array for t in shapes))
 
 
+def _root_concat(inst: HloInstruction) -> bool:
+    return len(inst.operands) <= MAX_CONCAT_ROOT_OPERANDS
+
+
 def _single_input(inst: HloInstruction) -> bool:
     return inst.shape.is_array and len(inst.operands) == 2
 
@@ -83,6 +91,7 @@ _CONSUMER_KINDS: dict[Opcode, tuple[str, Callable[[HloInstruction], bool]]] = {
     Opcode.REDUCE: (INPUT, _array_outputs),  # variadic (argmax) too, as the sole root
     Opcode.REDUCE_WINDOW: (INPUT, _single_input),
     Opcode.DYNAMIC_UPDATE_SLICE: (LOOP, _in_place_update),
+    Opcode.CONCATENATE: (LOOP, _root_concat),
 }
 
 

@@ -29,18 +29,20 @@ shapes (`simplify_shapes.py`)
  22. transpose-identity     transpose(A), dims={0,1,..} -> A
  23. transpose-transpose    transpose(transpose A) -> transpose A (or A)
  24. transpose-broadcast-scalar  transpose(broadcast s) -> broadcast s (scalar s)
- 25. broadcast-noop         broadcast to the same dims, identity dims -> A
- 26. broadcast-broadcast    broadcast(broadcast A) -> broadcast A
- 27. slice-full             slice covering all of A, stride 1 -> A
- 28. slice-slice            slice(slice A) -> slice A
- 29. concat-single          concatenate(A) -> A
- 30. concat-flatten         concatenate(A, concatenate(B,C)) -> concatenate(A,B,C)
- 31. pad-zero               pad with zero low/high/interior -> A
- 32. reverse-trivial        reverse over no / size-1 dims -> A
- 33. reduce-trivial         reduce over no / size-1 dims -> reshape (+ op with the init value
+ 25. transpose-elementwise  transpose(f(transpose A, broadcast s)) -> f(A, broadcast s) when
+                            the outer transpose undoes the inner one (elementwise f)
+ 26. broadcast-noop         broadcast to the same dims, identity dims -> A
+ 27. broadcast-broadcast    broadcast(broadcast A) -> broadcast A
+ 28. slice-full             slice covering all of A, stride 1 -> A
+ 29. slice-slice            slice(slice A) -> slice A
+ 30. concat-single          concatenate(A) -> A
+ 31. concat-flatten         concatenate(A, concatenate(B,C)) -> concatenate(A,B,C)
+ 32. pad-zero               pad with zero low/high/interior -> A
+ 33. reverse-trivial        reverse over no / size-1 dims -> A
+ 34. reduce-trivial         reduce over no / size-1 dims -> reshape (+ op with the init value
                             unless it is the reducer's identity)
- 34. dot-to-multiply        dot with size-1 (or no) contracting dims -> multiply of broadcasts
- 35. dot-vector-to-reduce   dot without free dims (vector.vector) -> reduce(multiply, 0, add)
+ 35. dot-to-multiply        dot with size-1 (or no) contracting dims -> multiply of broadcasts
+ 36. dot-vector-to-reduce   dot without free dims (vector.vector) -> reduce(multiply, 0, add)
 
 Copies are left alone (copy insertion owns them). Numerics: every rewrite is exact except the
 float reassociations XLA also makes: add-zero (-0 + 0 = +0), div-*-to-mul (reciprocal rounding),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from xlc.hlo.attrs import SliceDim
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType
+from xlc.hlo.shape import PrimitiveType, Shape
 from xlc.passes.simplify_util import (
     Rewrite,
     Rewriter,
@@ -63,7 +63,36 @@ def rewrite_transpose(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
     if _is_scalar_broadcast(a):
         return "transpose-broadcast-scalar", rw.add(Opcode.BROADCAST, inst.shape, a.operands,
                                                     {"dimensions": ()})
-    return None
+    return _transpose_through_elementwise(inst, a, perm, rw)
+
+
+def _undone_by(x: HloInstruction, perm: tuple[int, ...]) -> bool:
+    """Whether `transpose(x, perm)` is x's own operand (x a transpose that perm inverts)."""
+    if x.opcode is not Opcode.TRANSPOSE:
+        return False
+    inner = int_tuple(x.attrs.get("dimensions"))
+    return tuple(inner[p] for p in perm) == tuple(range(len(perm)))
+
+
+def _transpose_through_elementwise(inst: HloInstruction, a: HloInstruction,
+                                   perm: tuple[int, ...], rw: Rewriter) -> Rewrite | None:
+    if not a.opcode.is_elementwise or len(a.users) != 1 or not a.operands \
+            or a.opcode is Opcode.CONVERT and a.shape.element_type != inst.shape.element_type:
+        return None
+    if not all(_undone_by(x, perm) or _is_scalar_broadcast(x) for x in a.operands) \
+            or not any(_undone_by(x, perm) for x in a.operands):
+        return None  # checked before anything is built: a rewrite that fails adds no code
+    ops = []
+    for x in a.operands:
+        if _undone_by(x, perm):
+            ops.append(x.operands[0])
+        else:
+            et = x.shape.element_type
+            assert et is not None
+            ops.append(rw.add(Opcode.BROADCAST, Shape.array(et, inst.shape.dims), x.operands,
+                              {"dimensions": ()}))
+    # a transpose keeps the element type: the new op has exactly the transpose's shape
+    return "transpose-elementwise", rw.add(a.opcode, inst.shape, ops, a.attrs)
 
 
 def rewrite_broadcast(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
