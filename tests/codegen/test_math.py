@@ -42,17 +42,28 @@ DOMAIN = {  # dense in-domain sample range
 }
 
 
-@pytest.fixture(scope="module")
-def kernels() -> KernelModule:
-    km = KernelModule("mathtest")
-    for name, fn in xm.UNARY.items():
-        for pt in (P.F32, P.F64):
-            km.add(f"{name}_{pt.text}", [pt], pt, lambda b, v, fn=fn: fn(b, v[0]))
-    for name, fn in xm.BINARY.items():
-        for pt in (P.F32, P.F64):
-            km.add(f"{name}_{pt.text}", [pt, pt], pt,
-                   lambda b, v, fn=fn: fn(b, v[0], v[1]))
-    km.compile()
+@pytest.fixture(scope="module", params=["native", "portable"])
+def kernels(request: pytest.FixtureRequest) -> KernelModule:
+    """Every function for f32 and f64. "portable" builds them as for a target without a
+    one-instruction ldexp (the GPU, x86 without AVX-512): 2^n by integer bit operations."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "portable":
+            mp.setattr(xm, "has_vector_ldexp", lambda module: False)
+        km = KernelModule("mathtest")
+        for name, fn in xm.UNARY.items():
+            for pt in (P.F32, P.F64):
+                km.add(f"{name}_{pt.text}", [pt], pt, lambda b, v, fn=fn: fn(b, v[0]))
+        for name, fn in xm.BINARY.items():
+            for pt in (P.F32, P.F64):
+                km.add(f"{name}_{pt.text}", [pt, pt], pt,
+                       lambda b, v, fn=fn: fn(b, v[0], v[1]))
+        for pt in (P.F32, P.F64):  # the forms the elemental emitter uses on known ranges
+            km.add(f"log_positive_{pt.text}", [pt], pt,
+                   lambda b, v: xm.log(b, v[0], positive_normal=True))
+            km.add(f"exp_nonpositive_{pt.text}", [pt], pt,
+                   lambda b, v: xm.exp(b, v[0], arg_range=(-math.inf, 0.0)))
+        km.compile()
+    km.portable = request.param == "portable"  # type: ignore[attr-defined]
     return km
 
 
@@ -115,6 +126,45 @@ def test_unary_accuracy(kernels: KernelModule, name: str, dt: type) -> None:
     assert err.max() <= limit, (
         f"{name} {dt.__name__}: {err.max():.2f} ulp at x={x[check][worst]!r} "
         f"got {got[check][worst]!r} want {ref[check][worst]!r}")
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_range_specialised_forms(kernels: KernelModule, dt: type) -> None:
+    """log with positive_normal=True on positive normal numbers, +inf and NaN; exp with a
+    non-positive argument range on x <= 0, -inf and NaN: as accurate as the general forms."""
+    tag = "f32" if dt == np.float32 else "f64"
+    x = np.abs(_samples(dt, 0, 10))
+    x = x[(x >= np.finfo(dt).tiny) | ~np.isfinite(x)]
+    err = ulp_error(kernels(f"log_positive_{tag}", x), _reference("log", [x], dt), dt)
+    assert err.max() <= MAX_ULP["log"][0], x[np.argmax(err)]
+    x = -np.abs(_samples(dt, 0, 110))
+    err = ulp_error(kernels(f"exp_nonpositive_{tag}", x), _reference("exp", [x], dt), dt)
+    assert err.max() <= MAX_ULP["exp"][0], x[np.argmax(err)]
+
+
+SIGNED_ZERO = {  # f(-0) is -0 for the odd functions, f(+-0) fixed for the others
+    "tanh": -0.0, "sin": -0.0, "tan": -0.0, "erf": -0.0, "expm1": -0.0, "log1p": -0.0,
+    "sqrt": -0.0, "cbrt": -0.0, "exp": 1.0, "cos": 1.0, "log": -np.inf, "logistic": 0.5,
+}
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_signed_zero(kernels: KernelModule, dt: type) -> None:
+    tag = "f32" if dt == np.float32 else "f64"
+    for name, want in SIGNED_ZERO.items():
+        got = kernels(f"{name}_{tag}", np.array([-0.0, 0.0], dt))
+        assert got[0] == want and np.signbit(got[0]) == np.signbit(want), (name, got[0])
+        plus = abs(want) if want != -np.inf else want
+        assert got[1] == plus and not np.signbit(got[1]) or name == "log", (name, got[1])
+
+
+def test_exp_scales_with_ldexp_where_it_is_one_instruction(kernels: KernelModule) -> None:
+    """x86 AVX-512: exp's 2^n step is llvm.ldexp (vscalef); the portable build never is."""
+    from xlc.codegen import llvm_utils as lu
+
+    text = str(kernels.ref)
+    native = lu.has_vector_ldexp(lu.new_module("probe")) and not kernels.portable
+    assert ("llvm.ldexp" in text) == native
 
 
 def _binary_samples(dt: type, name: str) -> tuple[np.ndarray, np.ndarray]:

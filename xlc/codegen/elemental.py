@@ -28,6 +28,7 @@ from xlc.codegen import math as xmath
 from xlc.codegen.scalar_types import cmake as _cmake
 from xlc.codegen.scalar_types import compute_type, from_compute, to_compute
 from xlc.codegen.scalar_types import cparts as _cparts
+from xlc.codegen.value_range import at_least, float_range
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
@@ -60,6 +61,28 @@ def _float_unary(fn: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Generator:
             raise _unsupported(inst, pt)
         return from_compute(b, fn(b, to_compute(b, ops[0], pt)), pt)
     return gen
+
+
+_MIN_NORMAL = {PT.F16: 2.0 ** -14, PT.BF16: 2.0 ** -126, PT.F32: 2.0 ** -126, PT.F64: 2.0 ** -1022}
+
+
+def _log(b: ir.IRBuilder, inst: HloInstruction, ops: list[ir.Value]) -> ir.Value:
+    """log, without the denormal/zero/negative cases when the operand is provably a positive
+    normal number of its own type (`value_range.at_least`)."""
+    pt = _out(inst)
+    if not pt.is_float:
+        raise _unsupported(inst, pt)
+    normal = at_least(inst.operands[0], _MIN_NORMAL[pt])
+    return from_compute(b, xmath.log(b, to_compute(b, ops[0], pt), positive_normal=normal), pt)
+
+
+def _exp(b: ir.IRBuilder, inst: HloInstruction, ops: list[ir.Value]) -> ir.Value:
+    """exp, without the range clamps the operand's known bounds make unnecessary."""
+    pt = _out(inst)
+    if not pt.is_float:
+        raise _unsupported(inst, pt)
+    rng = float_range(inst.operands[0])
+    return from_compute(b, xmath.exp(b, to_compute(b, ops[0], pt), arg_range=rng), pt)
 
 
 def _intr(name: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
@@ -385,9 +408,9 @@ def _build_table() -> dict[Opcode, Generator]:
     t: dict[Opcode, Generator] = {
         Opcode.ABS: _abs,
         Opcode.NEGATE: _negate,
-        Opcode.EXP: _float_unary(xmath.exp),
+        Opcode.EXP: _exp,
         Opcode.EXPM1: _float_unary(xmath.expm1),
-        Opcode.LOG: _float_unary(xmath.log),
+        Opcode.LOG: _log,
         Opcode.LOG1P: _float_unary(xmath.log1p),
         Opcode.SQRT: _float_unary(xmath.sqrt),
         Opcode.RSQRT: _float_unary(xmath.rsqrt),

@@ -275,6 +275,13 @@ def host_cpu() -> tuple[str, str]:
     return cpu, features
 
 
+def has_vector_ldexp(module: ir.Module) -> bool:
+    """Whether `llvm.ldexp` on float vectors is one instruction for `module`'s target: x86-64
+    with AVX-512 (vscalefps/pd). Elsewhere LLVM may expand it into libm calls per lane, so
+    the math functions scale by 2^n with integer bit operations instead."""
+    return module.triple.startswith("x86_64") and "+avx512f" in host_cpu()[1].split(",")
+
+
 def target_machine(opt: int = 3, jit: bool = False, pic: bool = False) -> llvm.TargetMachine:
     """A cached target machine for the host CPU with all its features.
 

@@ -2,8 +2,9 @@
 
 Every function takes an IRBuilder and float/double values (scalars or vectors; the code is the
 same for both) and returns a value of the same type. Only intrinsics that LLVM lowers to SIMD
-instructions are used (fabs, copysign, rint, floor, trunc, sqrt, fma, fmuladd, minnum, maxnum);
-never llvm.exp/llvm.tanh/... (those become scalar libm calls on CPU, cpu-perf.md lesson 1).
+instructions are used (fabs, copysign, rint, floor, trunc, sqrt, fma, fmuladd, minnum, maxnum;
+ldexp only where `has_vector_ldexp` says it is one instruction); never llvm.exp/llvm.tanh/...
+(those become scalar libm calls on CPU, cpu-perf.md lesson 1).
 f16/bf16 callers extend to f32 first (`xlc.codegen.elemental` does).
 
 Coefficients are exact Taylor/series coefficients, or our own fits (tanh rational, erf tail
@@ -42,7 +43,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 from llvmlite import ir
 
-from xlc.codegen.llvm_utils import const, float_bits, intrinsic, with_scalar
+from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
 from xlc.errors import LoweringError
 
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
@@ -112,7 +113,7 @@ class _F:
         step, ~2^-28 relative error, several times the throughput of vdivps; LLVM needs both
         flags). Never use it where c can be 0, inf, NaN or subnormal: the estimate's
         refinement turns those into NaN."""
-        return self.b.fdiv(a, c, flags=("arcp", "ninf"))
+        return self.b.fdiv(a, c, flags=("arcp", "ninf", "contract"))
 
     def neg(self, a: ir.Value) -> ir.Value:
         return self.b.fneg(a)
@@ -177,6 +178,18 @@ class _F:
     def to_int(self, a: ir.Value) -> ir.Value:
         return self.b.fptosi(a, self.ity)
 
+    def ldexp(self, a: ir.Value, n: ir.Value) -> ir.Value:
+        """a * 2^n for an integer n (of type ity, |n| < 2^31) with one rounding: `llvm.ldexp`.
+        Only where `has_vector_ldexp` says it is one instruction."""
+        n32 = n if not self.is64 else self.b.trunc(n, with_scalar(n.type, ir.IntType(32)))
+        return intrinsic(self.b, "llvm.ldexp", [a, n32], overloads=[a.type, n32.type])
+
+    def clamp(self, a: ir.Value, lo: float, hi: float) -> ir.Value:
+        """min(max(a, lo), hi) with a NaN passed through (selects on ordered compares: one
+        vmaxps/vminps each on x86, no NaN fix-up)."""
+        a = self.sel(self.cmp("<", a, self.c(lo)), self.c(lo), a)
+        return self.sel(self.cmp(">", a, self.c(hi)), self.c(hi), a)
+
 
 def _taylor(coeff: Callable[[int], float], count: int) -> list[float]:
     """Coefficients coeff(count-1), ..., coeff(0) for `_F.poly`."""
@@ -187,21 +200,34 @@ def _taylor(coeff: Callable[[int], float], count: int) -> list[float]:
 _EXP_TERMS = {32: 8, 64: 14}  # Taylor terms for e^r, |r| <= ln2/2
 
 
-def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """e^x. Range reduction x = n ln2 + r, Taylor polynomial for e^r, scaling by 2^n done in two
-    steps so denormal results round once and overflow gives inf."""
+def exp(b: ir.IRBuilder, x: ir.Value,
+        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
+    """e^x. Range reduction x = n ln2 + r with n found by the round-to-nearest shifter trick
+    (k = x/ln2 + 1.5*2^mant holds n in its low mantissa bits: no float-to-int conversion, so a
+    NaN flows through as a NaN, never as poison), Taylor polynomial for e^r, then p * 2^n:
+    one `llvm.ldexp` where it is a single instruction (x86 AVX-512 vscalef, which rounds
+    denormal results once and overflows to inf), else two exact power-of-two multiplies.
+    `arg_range` bounds every non-NaN x (`xlc.codegen.value_range`): a clamp it makes
+    unnecessary is left out."""
     f = _F(b, x.type)
     lo, hi = (-104.0, 89.0) if not f.is64 else (-746.0, 710.0)
-    xc = f.minnum(f.maxnum(x, f.c(lo)), f.c(hi))  # NaN -> lo; fixed up below
-    n = f.un("rint", f.mul(xc, f.c(1.0 / math.log(2.0))))
+    xc = x  # clamped so that n fits the shifter's mantissa; a NaN stays NaN
+    if arg_range[0] < lo:
+        xc = f.sel(f.cmp("<", xc, f.c(lo)), f.c(lo), xc)
+    if arg_range[1] > hi:
+        xc = f.sel(f.cmp(">", xc, f.c(hi)), f.c(hi), xc)
+    shifter = f.c(1.5 * 2.0 ** f.mant)
+    k = f.fma(xc, f.c(1.0 / math.log(2.0)), shifter)
+    n = f.sub(k, shifter)
     r = f.fma(n, f.c(-_LN2_HI[f.bits]), xc)
     r = f.fma(n, f.c(-_LN2_LO[f.bits]), r)
-    p = f.poly(r, _taylor(lambda k: 1.0 / math.factorial(k), _EXP_TERMS[f.bits]))
-    ni = f.to_int(n)
+    p = f.poly(r, _taylor(lambda j: 1.0 / math.factorial(j), _EXP_TERMS[f.bits]))
+    ni = b.sub(f.to_bits(k), f.to_bits(shifter))  # n as an integer (garbage for NaN: p is NaN)
+    if has_vector_ldexp(b.module):
+        return f.ldexp(p, ni)
     n1 = b.ashr(ni, f.ci(1))
     n2 = b.sub(ni, n1)
-    res = f.mul(f.mul(p, f.pow2i(n1)), f.pow2i(n2))
-    return f.sel(f.isnan(x), x, res)
+    return f.mul(f.mul(p, f.pow2i(n1)), f.pow2i(n2))
 
 
 _EXPM1_TERMS = {32: 9, 64: 16}  # Taylor terms of (e^x - 1)/x for |x| < 0.5
@@ -218,40 +244,44 @@ def expm1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 # ---- log family ---------------------------------------------------------------------------
-_LOG_TERMS = {32: 5, 64: 11}  # series of 2 atanh(s), s^2 <= 0.0295
+_LOG_TERMS = {32: 5, 64: 11}  # series of 2 atanh(s), s^2 <= 0.04
 
 
-def log(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """Natural log. x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(f / (2 + f)),
-    f = m - 1, in fdlibm's cancellation-free arrangement; denormals are rescaled first."""
+def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value:
+    """Natural log. x = m 2^e with m in [2/3, 4/3) (found by subtracting the bits of 2/3:
+    integer operations only), log(m) = 2 atanh(f / (2 + f)), f = m - 1, in fdlibm's
+    cancellation-free arrangement; denormal inputs are rescaled first.
+    `positive_normal=True` promises that every non-NaN x is a positive normal number or +inf
+    (`xlc.codegen.value_range` proves it for e.g. log(x*x + 1)): the denormal, zero and
+    negative cases are then left out."""
     f = _F(b, x.type)
-    min_normal = float(np.finfo(np.float32 if not f.is64 else np.float64).tiny)
+    dt = np.float32 if not f.is64 else np.float64
     scale_bits = 25 if not f.is64 else 54
-    denorm = f.cmp("<", x, f.c(min_normal))
-    xs = f.sel(denorm, f.mul(x, f.c(2.0 ** scale_bits)), x)
-    ebias = f.sel(denorm, f.ci(-scale_bits), f.ci(0))
-    bits = f.to_bits(xs)
-    e = b.sub(b.lshr(bits, f.ci(f.mant)), f.ci(f.bias))
-    one_bits = int(np.array(1.0, np.float32 if not f.is64 else np.float64).view(
-        np.int32 if not f.is64 else np.int64))
-    m = f.from_bits(b.or_(b.and_(bits, f.ci((1 << f.mant) - 1)), f.ci(one_bits)))
-    big = f.cmp(">", m, f.c(math.sqrt(2.0)))
-    m = f.sel(big, f.mul(m, f.c(0.5)), m)
-    e = b.add(b.add(e, ebias), b.zext(big, f.ity))
+    xs = x
+    if not positive_normal:
+        denorm = f.cmp("<", x, f.c(float(np.finfo(dt).tiny)))
+        xs = f.sel(denorm, f.mul(x, f.c(2.0 ** scale_bits)), x)
+    two_thirds = int(np.array(2.0 / 3.0, dt).view(np.int32 if not f.is64 else np.int64))
+    ix = b.sub(f.to_bits(xs), f.ci(two_thirds))
+    e = b.ashr(ix, f.ci(f.mant))
+    if not positive_normal:
+        e = b.sub(e, f.sel(denorm, f.ci(scale_bits), f.ci(0)))
+    m = f.from_bits(b.add(b.and_(ix, f.ci((1 << f.mant) - 1)), f.ci(two_thirds)))
     fe = b.sitofp(e, f.ty)
-    fm = f.sub(m, f.c(1.0))
-    s = f.div_by_normal(fm, f.add(f.c(2.0), fm))  # 2 + fm in [1.7, 2.5]
+    fm = f.sub(m, f.c(1.0))  # exact, in [-1/3, 1/3)
+    s = f.div_by_normal(fm, f.add(f.c(2.0), fm))  # 2 + fm in [1.6, 2.4]
     z = f.mul(s, s)
     # R = 2 z / 3 + 2 z^2 / 5 + ...
-    terms = _LOG_TERMS[f.bits]
-    rr = f.mul(z, f.poly(z, _taylor(lambda k: 2.0 / (2 * k + 3), terms)))
+    rr = f.mul(z, f.poly(z, _taylor(lambda k: 2.0 / (2 * k + 3), _LOG_TERMS[f.bits])))
     hfsq = f.mul(f.c(0.5), f.mul(fm, fm))
     corr = f.fma(s, f.add(hfsq, rr), f.mul(fe, f.c(_LN2_LO[f.bits])))
     res = f.fma(fe, f.c(_LN2_HI[f.bits]), f.sub(fm, f.sub(hfsq, corr)))
-    res = f.sel(f.cmp("==", x, f.c(math.inf)), x, res)
+    # +inf and NaN give x itself (one unordered compare covers both)
+    res = f.sel(f.b.fcmp_unordered(">=", x, f.c(math.inf)), x, res)
+    if positive_normal:
+        return res
     res = f.sel(f.cmp("==", x, f.c(0.0)), f.c(-math.inf), res)
-    bad = b.or_(f.cmp("<", x, f.c(0.0)), f.isnan(x))
-    return f.sel(bad, f.c(math.nan), res)
+    return f.sel(f.cmp("<", x, f.c(0.0)), f.c(math.nan), res)
 
 
 def log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -277,9 +307,9 @@ _TANH_Q = [
 
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """tanh. f32: odd rational x P(x^2) / Q(x^2) on the clamped argument (11 fma + 1 divide:
-    the fast form for fused elementwise loops), x itself for |x| < 2^-12, exactly +-1 for
-    |x| >= 9.1.
+    """tanh. f32: odd rational x P(x^2) / Q(x^2) on the clamped |x| (11 fma + 1 divide: the
+    fast form for fused elementwise loops; within 0.7 ulp of x for |x| < 2^-12), exactly +-1
+    for |x| >= 9.1, the sign copied from x.
     f64: -e / (2 + e) with e = expm1(-2|x|), sign restored (no overflow, full relative
     accuracy near 0)."""
     f = _F(b, x.type)
@@ -287,21 +317,21 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         e = expm1(b, f.mul(f.c(-2.0), f.abs(x)))
         res = f.div(f.neg(e), f.add(f.c(2.0), e))
         return f.copysign(res, x)
-    xc = f.minnum(f.maxnum(x, f.c(-_TANH_CLAMP)), f.c(_TANH_CLAMP))
+    ax = f.abs(x)
+    xc = f.sel(f.cmp(">", ax, f.c(_TANH_CLAMP)), f.c(_TANH_CLAMP), ax)  # NaN flows through
     z = f.mul(xc, xc)
     res = f.div_by_normal(f.mul(xc, f.poly(z, _TANH_P)), f.poly(z, _TANH_Q))  # Q >= 1
-    res = f.minnum(f.maxnum(res, f.c(-1.0)), f.c(1.0))
-    res = f.sel(f.cmp("<", f.abs(x), f.c(2.0 ** -12)), x, res)
-    # tanh rounds to exactly +-1 from |x| ~ 9.01 on (so 1 + tanh(x) is 0 there, as in numpy)
-    res = f.sel(f.cmp(">=", f.abs(x), f.c(9.1)), f.copysign(f.c(1.0), x), res)
-    return f.sel(f.isnan(x), x, res)
+    res = f.sel(f.cmp(">", res, f.c(1.0)), f.c(1.0), res)
+    # tanh rounds to exactly 1 from |x| ~ 9.01 on (so 1 + tanh(x) is 0 there, as in numpy)
+    res = f.sel(f.cmp(">=", ax, f.c(9.1)), f.c(1.0), res)
+    return f.copysign(res, x)  # odd; also keeps the sign of -0
 
 
 def logistic(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """1 / (1 + e^-x), computed as r or e r with e = exp(-|x|), r = 1 / (1 + e): accurate
     relative error for both tails, never overflows."""
     f = _F(b, x.type)
-    e = exp(b, f.neg(f.abs(x)))
+    e = exp(b, f.neg(f.abs(x)), arg_range=(-math.inf, 0.0))
     r = f.div(f.c(1.0), f.add(f.c(1.0), e))
     return f.sel(f.cmp(">=", x, f.c(0.0)), r, f.mul(e, r))
 
@@ -426,6 +456,7 @@ def sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     f = _F(b, x.type)
     s, c, q = _sincos_reduced(f, x)
     res = _quadrant(f, q, s, c, f.neg(s), f.neg(c))
+    res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # the reduction turns -0 into +0
     return _finish_trig(f, x, res)
 
 
@@ -443,6 +474,7 @@ def tan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     s, c, q = _sincos_reduced(f, x)
     odd = b.trunc(q, with_scalar(f.ty, ir.IntType(1)))
     res = f.sel(odd, f.div(f.neg(c), s), f.div(s, c))
+    res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # keep the sign of -0
     return _finish_trig(f, x, res, bound=False)
 
 
