@@ -6,6 +6,11 @@
 * erf tail: Chebyshev least-squares fit of g(x) = erfc(x) e^(x^2) on [lo, hi] at Chebyshev
   nodes rounded to a 2^-20 grid (so x*x is exact in double); degree 13 (f32) / 26 (f64),
   where the coefficients reach the target precision (beyond, they are rounding noise).
+* exp (f32): e^r ~ 1 + r + c2 r^2 + ... + c6 r^6 on |r| <= ln2/2, and log (f32):
+  log(1 + f) ~ f + f^2 (q0 + q1 f + ... + q8 f^8) on |f| <= 1/3: minimax in relative error
+  by Lawson's iteration (weighted least squares at Chebyshev nodes, weights multiplied by the
+  error each round); the leading coefficients are fixed so that exp(0) = 1 and log(1) = 0
+  exactly and both are exact to first order near there.
 
 Usage: python tools/fit_math_coefficients.py
 """
@@ -50,6 +55,38 @@ def fit_erf_tail(lo: float, hi: float, bits: int, deg: int) -> list[float]:
     return [float(dt(v)) for v in coeffs]
 
 
+def fit_minimax(xs: np.ndarray, target: np.ndarray, fixed: np.ndarray, powers: range,
+                iters: int = 300) -> list[float]:
+    """Coefficients c_k (k in `powers`) minimising max |fixed + sum c_k x^k - target| / |target|
+    over `xs` (Lawson's iteration), rounded to f32."""
+    w = 1.0 / np.abs(target)
+    a = np.stack([xs ** k for k in powers], 1) * w[:, None]
+    y = (target - fixed) * w
+    lw = np.full(len(xs), 1.0 / len(xs))
+    c = np.zeros(len(powers))
+    for _ in range(iters):
+        sw = np.sqrt(lw)
+        c, *_ = np.linalg.lstsq(a * sw[:, None], y * sw, rcond=None)
+        lw = lw * np.abs(a @ c - y)
+        lw /= lw.sum()
+    return [float(np.float32(v)) for v in c]
+
+
+def _cheb_nodes(half_width: float, n: int) -> np.ndarray:
+    return half_width * np.cos(np.pi * (np.arange(n) + 0.5) / n)
+
+
+def fit_exp32() -> list[float]:
+    r = _cheb_nodes(math.log(2.0) / 2 * 1.0001, 4000)
+    return fit_minimax(r, np.exp(r), 1.0 + r, range(2, 7))
+
+
+def fit_log32() -> list[float]:
+    f = _cheb_nodes(1.0 / 3.0 * 1.0001, 6000)
+    f = f[np.abs(f) > 1e-6]
+    return fit_minimax(f, np.log1p(f), f, range(2, 11))
+
+
 def main() -> None:
     p, q = fit_tanh()
     print(f"_TANH_CLAMP = {TANH_CLAMP!r}")
@@ -57,6 +94,8 @@ def main() -> None:
     print(f"_TANH_Q = {q!r}")
     print(f"_ERF_CHEB = {{32: {fit_erf_tail(1.0, 4.0, 32, 13)!r},\n"
           f"             64: {fit_erf_tail(1.5, 6.0, 64, 26)!r}}}")
+    print(f"EXP32 = {fit_exp32()!r}  # c2 .. c6")
+    print(f"LOG32 = {fit_log32()!r}  # q0 .. q8")
 
 
 if __name__ == "__main__":

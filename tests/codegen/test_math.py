@@ -42,14 +42,15 @@ DOMAIN = {  # dense in-domain sample range
 }
 
 
-@pytest.fixture(scope="module", params=["native", "portable"])
+@pytest.fixture(scope="module", params=["native", "portable", "wide"])
 def kernels(request: pytest.FixtureRequest) -> KernelModule:
     """Every function for f32 and f64. "portable" builds them as for a target without a
-    one-instruction ldexp (the GPU, x86 without AVX-512): 2^n by integer bit operations."""
+    one-instruction ldexp (the GPU, x86 without AVX-512): 2^n by integer bit operations;
+    "wide" builds them on 512-bit vectors (`<16 x float>`, `<8 x double>`) instead of scalars."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "portable":
             mp.setattr(xm, "has_vector_ldexp", lambda module: False)
-        km = KernelModule("mathtest")
+        km = KernelModule("mathtest", vector_bits=512 if request.param == "wide" else 0)
         for name, fn in xm.UNARY.items():
             for pt in (P.F32, P.F64):
                 km.add(f"{name}_{pt.text}", [pt], pt, lambda b, v, fn=fn: fn(b, v[0]))

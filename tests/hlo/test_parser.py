@@ -1,8 +1,8 @@
 """Parser tests: every corpus file round-trips, and each syntax feature parses to the typed IR."""
 from __future__ import annotations
 
-import re
 import math
+import re
 import time
 from pathlib import Path
 

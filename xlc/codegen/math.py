@@ -7,17 +7,18 @@ ldexp only where `has_vector_ldexp` says it is one instruction); never llvm.exp/
 (those become scalar libm calls on CPU, cpu-perf.md lesson 1).
 f16/bf16 callers extend to f32 first (`xlc.codegen.elemental` does).
 
-Coefficients are exact Taylor/series coefficients, or our own fits (tanh rational, erf tail
-Chebyshev series) derived by tools/fit_math_coefficients.py and stored as literals so the
+Coefficients are exact Taylor/series coefficients, or our own fits (f32 exp and log minimax
+polynomials, tanh rational, erf tail Chebyshev series) derived by
+tools/fit_math_coefficients.py and stored as literals in `xlc.codegen.math_coeffs`, so the
 generated code is identical on every machine. Edge cases (inf, NaN, +-0, denormal inputs and
 results, overflow) are handled with selects. Measured accuracy (tests/codegen/test_math.py:
 random bit patterns over the whole range, dense in-domain samples and special values):
 
 | function | f32 max ulp | f64 max ulp | notes                                                    |
 |----------|-------------|-------------|----------------------------------------------------------|
-| exp      | 1           | 1           | denormal results rounded once                            |
+| exp      | 1           | 1           | denormal results rounded once; f32 polynomial degree 6   |
 | expm1    | 2           | 2           | Taylor for |x| < 0.5                                     |
-| log      | 1           | 1           | denormal inputs rescaled                                 |
+| log      | 1           | 1           | denormal inputs rescaled; f32 0.91 on all of [0.25, 4)   |
 | log1p    | 2.5         | 2.5         | Goldberg's u = 1 + x trick                               |
 | tanh     | 6           | 3           | f32: rational (abs err <= 3.5e-7); f64: via expm1        |
 | logistic | 3           | 3           |                                                          |
@@ -43,6 +44,7 @@ from decimal import Decimal, localcontext
 import numpy as np
 from llvmlite import ir
 
+from xlc.codegen import math_coeffs as mc
 from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
 from xlc.errors import LoweringError
 
@@ -197,16 +199,17 @@ def _taylor(coeff: Callable[[int], float], count: int) -> list[float]:
 
 
 # ---- exp family ---------------------------------------------------------------------------
-_EXP_TERMS = {32: 8, 64: 14}  # Taylor terms for e^r, |r| <= ln2/2
+_EXP_TERMS_64 = 14  # Taylor terms for e^r, |r| <= ln2/2 (f32: the minimax mc.EXP32)
 
 
 def exp(b: ir.IRBuilder, x: ir.Value,
         arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
     """e^x. Range reduction x = n ln2 + r with n found by the round-to-nearest shifter trick
     (k = x/ln2 + 1.5*2^mant holds n in its low mantissa bits: no float-to-int conversion, so a
-    NaN flows through as a NaN, never as poison), Taylor polynomial for e^r, then p * 2^n:
-    one `llvm.ldexp` where it is a single instruction (x86 AVX-512 vscalef, which rounds
-    denormal results once and overflows to inf), else two exact power-of-two multiplies.
+    NaN flows through as a NaN, never as poison), a polynomial for e^r (f32: degree-6
+    minimax; f64: Taylor), then p * 2^n: one `llvm.ldexp` where it is a single instruction
+    (x86 AVX-512 vscalef, which rounds denormal results once and overflows to inf), else two
+    exact power-of-two multiplies.
     `arg_range` bounds every non-NaN x (`xlc.codegen.value_range`): a clamp it makes
     unnecessary is left out."""
     f = _F(b, x.type)
@@ -221,7 +224,10 @@ def exp(b: ir.IRBuilder, x: ir.Value,
     n = f.sub(k, shifter)
     r = f.fma(n, f.c(-_LN2_HI[f.bits]), xc)
     r = f.fma(n, f.c(-_LN2_LO[f.bits]), r)
-    p = f.poly(r, _taylor(lambda j: 1.0 / math.factorial(j), _EXP_TERMS[f.bits]))
+    if f.is64:
+        p = f.poly(r, _taylor(lambda j: 1.0 / math.factorial(j), _EXP_TERMS_64))
+    else:
+        p = f.poly(r, [*mc.EXP32[::-1], 1.0, 1.0])
     ni = b.sub(f.to_bits(k), f.to_bits(shifter))  # n as an integer (garbage for NaN: p is NaN)
     if has_vector_ldexp(b.module):
         return f.ldexp(p, ni)
@@ -244,13 +250,14 @@ def expm1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 # ---- log family ---------------------------------------------------------------------------
-_LOG_TERMS = {32: 5, 64: 11}  # series of 2 atanh(s), s^2 <= 0.04
+_LOG_TERMS_64 = 11  # series of 2 atanh(s), s^2 <= 0.04 (f32: the minimax mc.LOG32)
 
 
 def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value:
     """Natural log. x = m 2^e with m in [2/3, 4/3) (found by subtracting the bits of 2/3:
-    integer operations only), log(m) = 2 atanh(f / (2 + f)), f = m - 1, in fdlibm's
-    cancellation-free arrangement; denormal inputs are rescaled first.
+    integer operations only), f = m - 1; f32: log(m) = f + f^2 Q(f) with a degree-8 minimax Q
+    (no division); f64: 2 atanh(f / (2 + f)) in fdlibm's cancellation-free arrangement.
+    Denormal inputs are rescaled first.
     `positive_normal=True` promises that every non-NaN x is a positive normal number or +inf
     (`xlc.codegen.value_range` proves it for e.g. log(x*x + 1)): the denormal, zero and
     negative cases are then left out."""
@@ -269,13 +276,17 @@ def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value
     m = f.from_bits(b.add(b.and_(ix, f.ci((1 << f.mant) - 1)), f.ci(two_thirds)))
     fe = b.sitofp(e, f.ty)
     fm = f.sub(m, f.c(1.0))  # exact, in [-1/3, 1/3)
-    s = f.div_by_normal(fm, f.add(f.c(2.0), fm))  # 2 + fm in [1.6, 2.4]
-    z = f.mul(s, s)
-    # R = 2 z / 3 + 2 z^2 / 5 + ...
-    rr = f.mul(z, f.poly(z, _taylor(lambda k: 2.0 / (2 * k + 3), _LOG_TERMS[f.bits])))
-    hfsq = f.mul(f.c(0.5), f.mul(fm, fm))
-    corr = f.fma(s, f.add(hfsq, rr), f.mul(fe, f.c(_LN2_LO[f.bits])))
-    res = f.fma(fe, f.c(_LN2_HI[f.bits]), f.sub(fm, f.sub(hfsq, corr)))
+    lo = f.mul(fe, f.c(_LN2_LO[f.bits]))
+    if f.is64:
+        s = f.div_by_normal(fm, f.add(f.c(2.0), fm))  # 2 + fm in [1.6, 2.4]
+        z = f.mul(s, s)
+        # R = 2 z / 3 + 2 z^2 / 5 + ...
+        rr = f.mul(z, f.poly(z, _taylor(lambda k: 2.0 / (2 * k + 3), _LOG_TERMS_64)))
+        hfsq = f.mul(f.c(0.5), f.mul(fm, fm))
+        res = f.sub(fm, f.sub(hfsq, f.fma(s, f.add(hfsq, rr), lo)))
+    else:  # log(1 + fm) = fm + fm^2 Q(fm), no division
+        res = f.add(fm, f.fma(f.mul(fm, fm), f.poly(fm, mc.LOG32[::-1]), lo))
+    res = f.fma(fe, f.c(_LN2_HI[f.bits]), res)
     # +inf and NaN give x itself (one unordered compare covers both)
     res = f.sel(f.b.fcmp_unordered(">=", x, f.c(math.inf)), x, res)
     if positive_normal:
@@ -294,18 +305,6 @@ def log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 # ---- hyperbolic / sigmoid -----------------------------------------------------------------
-# tanh(x) ~ x P(x^2) / Q(x^2) on |x| <= _TANH_CLAMP, own Sanathanan-Koerner fit
-# (tools/fit_math_coefficients.py); Q has positive coefficients, so no poles.
-_TANH_CLAMP = 7.905311107635498
-_TANH_P = [
-    -1.1786818537255078e-13, 6.435944138738492e-11, -2.243788443934136e-08, 1.1669410014292225e-05,
-    0.003151791635900736, 0.13126486539840698, 1.0
-]
-_TANH_Q = [
-    0.0002616591809783131, 0.024684546515345573, 0.4645981788635254, 1.0
-]
-
-
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """tanh. f32: odd rational x P(x^2) / Q(x^2) on the clamped |x| (11 fma + 1 divide: the
     fast form for fused elementwise loops; within 0.7 ulp of x for |x| < 2^-12), exactly +-1
@@ -318,12 +317,13 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         res = f.div(f.neg(e), f.add(f.c(2.0), e))
         return f.copysign(res, x)
     ax = f.abs(x)
-    xc = f.sel(f.cmp(">", ax, f.c(_TANH_CLAMP)), f.c(_TANH_CLAMP), ax)  # NaN flows through
+    xc = f.sel(f.cmp(">", ax, f.c(mc.TANH_CLAMP)), f.c(mc.TANH_CLAMP), ax)  # NaN flows through
     z = f.mul(xc, xc)
-    res = f.div_by_normal(f.mul(xc, f.poly(z, _TANH_P)), f.poly(z, _TANH_Q))  # Q >= 1
-    res = f.sel(f.cmp(">", res, f.c(1.0)), f.c(1.0), res)
+    q = f.poly(z, mc.TANH_Q[::-1])  # >= 1
+    res = f.div_by_normal(f.mul(xc, f.poly(z, mc.TANH_P[::-1])), q)
     # tanh rounds to exactly 1 from |x| ~ 9.01 on (so 1 + tanh(x) is 0 there, as in numpy)
     res = f.sel(f.cmp(">=", ax, f.c(9.1)), f.c(1.0), res)
+    res = f.sel(f.cmp(">", res, f.c(1.0)), f.c(1.0), res)  # after the select above: one vminps
     return f.copysign(res, x)  # odd; also keeps the sign of -0
 
 
@@ -340,25 +340,6 @@ def logistic(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 _ERF_TAYLOR = {32: 11, 64: 27}
 _ERF_LO = {32: 1.0, 64: 1.5}  # Taylor below, erfc tail fit above
 _ERF_HI = {32: 4.0, 64: 6.0}
-
-
-# erfc(x) e^(x^2) on [_ERF_LO, _ERF_HI] as Chebyshev series (tools/fit_math_coefficients.py)
-_ERF_CHEB_32 = [
-    0.24442575871944427, -0.1358986347913742, 0.03563511371612549, -0.008884098380804062,
-    0.0021184240467846394, -0.00048539877752773464, 0.00010727375774877146, -2.2936634195502847e-05,
-    4.756874659506138e-06, -9.589945193511085e-07, 1.8829007331078174e-07, -3.606320575499922e-08,
-    6.747602032675104e-09, -1.2349070654948946e-09
-]
-_ERF_CHEB_64 = [
-    0.17400329655736146, -0.10507837691534709, 0.030630214562378896, -0.00864837395797402,
-    0.002371598911229688, -0.0006330667205859446, 0.0001648119113635384, -4.191512763239484e-05,
-    1.0428330004390812e-05, -2.5413433431856268e-06, 6.072911263653182e-07, -1.4244393196645447e-07,
-    3.282381162448734e-08, -7.436686385165839e-09, 1.657794475222985e-09, -3.6385686131028195e-10,
-    7.867609805924896e-11, -1.6769158051452407e-11, 3.5249802565380654e-12, -7.311333772722942e-13,
-    1.4984344454371238e-13, -3.0255849013933345e-14, 6.026154420148602e-15, -1.2727675306599011e-15,
-    2.2057912594875185e-16, -4.371336717252396e-17, 2.7096825899927283e-17
-]
-_ERF_CHEB = {32: _ERF_CHEB_32, 64: _ERF_CHEB_64}
 
 
 def _clenshaw(f: _F, t: ir.Value, coeffs: Sequence[float]) -> ir.Value:
@@ -388,7 +369,7 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     sq_lo = f.fma_exact(ax, ax, f.neg(sq))
     e = f.mul(exp(b, f.neg(sq)), f.sub(f.c(1.0), sq_lo))
     t = f.div(f.sub(f.add(ax, ax), f.c(lo + hi)), f.c(hi - lo))
-    g = _clenshaw(f, t, _ERF_CHEB[f.bits])
+    g = _clenshaw(f, t, mc.ERF_CHEB[f.bits])
     tail = f.copysign(f.sub(f.c(1.0), f.mul(e, g)), x)
     res = f.sel(f.cmp("<", f.abs(x), f.c(lo)), taylor, tail)
     return f.sel(f.isnan(x), x, res)
