@@ -83,6 +83,26 @@ def test_batched(batch: int, m: int, n: int, k: int, ta: bool) -> None:
     _check(compile_gemm(GemmSpec.for_arrays(a, b), nthreads=2)(a, b), a, b)
 
 
+@pytest.mark.parametrize("m,n,k,batch,dt,accumulate", [
+    (300, 17, 70, None, np.float32, False), (16384 // 64, 32, 144, None, np.float32, False),
+    (29, 32, 600, None, np.float32, True), (13, 5, 2000, 3, np.float32, False),
+    (101, 16, 300, 2, np.float64, True), (45, 9, 257, None, np.float64, False),
+])
+def test_single_column_panel_reads_a_in_place(m: int, n: int, k: int, batch: int | None,
+                                              dt: type, accumulate: bool) -> None:
+    """n <= one panel (32 f32 / 16 f64 columns) with row-major A: the microkernel reads A
+    in place (no packing); row remainders (m % 14), several k blocks, batches and
+    accumulation all give numpy's result, on one and on two threads."""
+    a, b = _operands(m, n, k, batch, dt)
+    c_shape = ((batch,) if batch else ()) + (m, n)
+    c0 = RNG.standard_normal(c_shape).astype(dt)
+    for nt in (1, 2):
+        c = c0.copy()
+        out = compile_gemm(GemmSpec.for_arrays(a, b, accumulate=accumulate), nthreads=nt)(
+            a, b, c if accumulate else None)
+        _check(out, a, b, c0.astype(np.float64) if accumulate else None)
+
+
 def test_f64_packed_and_transposed() -> None:
     a, b = _operands(97, 45, 130, None, np.float64, tb=True)
     _check(compile_gemm(GemmSpec.for_arrays(a, b), nthreads=2)(a, b), a, b)

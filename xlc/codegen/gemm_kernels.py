@@ -304,20 +304,27 @@ def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, l
 
 
 # ---- microkernel ---------------------------------------------------------------------------
-def emit_microkernel(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+def emit_microkernel(module: ir.Module, name: str, bl: Blocking,
+                     direct: bool = False) -> ir.Function:
     """`void name(i64 kc, ptr ap, ptr bp, ptr c, i64 mr_eff, i64 nr_eff, i1 first, i64 cm,
-    i64 cn)`: C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element
+    i64 cn, i64 am)`: C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element
     strides cm, cn).
 
-    Requires kc >= 1, packed panels as made by `emit_pack_a`/`emit_pack_b` (bp 64-byte
-    aligned), 1 <= mr_eff <= mr, 1 <= nr_eff <= nr. Full tiles of a C with unit column stride
-    are prefetched and stored as vectors; the others go through a stack tile."""
+    Requires kc >= 1, a B panel packed by `emit_pack_b` (64-byte aligned), 1 <= mr_eff <= mr,
+    1 <= nr_eff <= nr, and an A panel packed by `emit_pack_a` (`am` unused) or, with
+    `direct`, A itself: mr_eff rows of kc contiguous elements, `am` elements apart (rows past
+    mr_eff are never read). Full tiles of a C with unit column stride are prefetched and
+    stored as vectors; the others go through a stack tile."""
     fn, b = new_function(module, name, [lu.I64, lu.PTR, lu.PTR, lu.PTR, lu.I64, lu.I64, lu.I1,
-                                        lu.I64, lu.I64], noalias=(1, 2, 3))
+                                        lu.I64, lu.I64, lu.I64], noalias=(1, 2, 3))
     fn.attributes.add("noinline")
-    kc, ap, bp, c, mr_eff, nr_eff, first, cm, cn = fn.args
+    kc, ap, bp, c, mr_eff, nr_eff, first, cm, cn, am = fn.args
     ety, vty, mr, nv, vw, nr = bl.ety, bl.vty, bl.mr, bl.nv, bl.vw, bl.nr
     esz = bl.pt.byte_size
+    # direct: row i of the tile reads A row min(i, mr_eff - 1) (a real row; its results for
+    # i >= mr_eff are computed but never stored)
+    rows = [gep(b, ap, b.mul(smin(b, i64(i), b.sub(mr_eff, i64(1))), am), ety)
+            for i in range(mr)] if direct else []
     accs = [[alloca(b, vty) for _ in range(nv)] for _ in range(mr)]
     zero = lu.const(vty, 0)
     unit = b.icmp_signed("==", cn, i64(1))
@@ -331,7 +338,9 @@ def emit_microkernel(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
         bo, ao = b.mul(kidx, i64(nr)), b.mul(kidx, i64(mr))
         bv = [_load(b, bp, b.add(bo, i64(v * vw)), vty, 64) for v in range(nv)]
         for i in range(mr):
-            a = lu.splat(b, _load(b, ap, b.add(ao, i64(i)), ety, esz), vw)
+            elem = _load(b, rows[i], kidx, ety, esz) if direct else \
+                _load(b, ap, b.add(ao, i64(i)), ety, esz)
+            a = lu.splat(b, elem, vw)
             for v in range(nv):
                 acc = b.load(accs[i][v], typ=vty, align=64)
                 b.store(lu.intrinsic(b, "llvm.fma", [a, bv[v], acc]), accs[i][v], align=64)

@@ -88,6 +88,7 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     pack_a = emit_pack_a(module, f"{name}.pack_a", bl)
     pack_b = emit_pack_b(module, f"{name}.pack_b", bl)
     micro = emit_microkernel(module, f"{name}.micro", bl)
+    micro_direct = emit_microkernel(module, f"{name}.micro_direct", bl, direct=True)
     for f in (pack_a, pack_b):
         f.attributes.add("noinline")
     fn, b = new_function(module, f"{name}.blocked",
@@ -104,6 +105,10 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     per = b.sdiv(b.add(mlen, b.sub(nmb, i64(1))), _smax1(b, nmb))
     mcs = b.mul(_ceil_div(b, per, mr), i64(mr))
     acc = b.icmp_signed("!=", accumulate, i64(0))
+    # one panel of columns: every A element is used once per k block, so packing A would only
+    # add a pass over it; row-major A is then read in place (its rows stream from memory
+    # while the microkernel computes, instead of a packing pass before it)
+    direct = b.and_(b.icmp_signed("==", ak, i64(1)), b.icmp_signed("<=", b.sub(n1, n0), i64(nr)))
     with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
         nc = smin(b, sz.nc, b.sub(n1, jc))
         with lu.for_range(b, k, name="pc", step=bl.kc) as pc_raw:
@@ -117,18 +122,25 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
                 with lu.for_range(b, nmb, name="ib") as ib:
                     ic = b.add(m0, b.mul(ib, mcs))
                     mc = smin(b, mcs, b.sub(m1, ic))
-                    b.call(pack_a, [gep(b, a, b.add(b.mul(ic, am), b.mul(pc, ak)), ety),
-                                    ap, mc, kc, am, ak])
+                    a_block = gep(b, a, b.add(b.mul(ic, am), b.mul(pc, ak)), ety)
+                    with b.if_then(b.not_(direct)):
+                        b.call(pack_a, [a_block, ap, mc, kc, am, ak])
                     with lu.for_range(b, nc, step=nr, name="jr") as jr:
                         nr_eff = smin(b, i64(nr), b.sub(nc, jr))
                         bpan = gep(b, bp, b.mul(jr, kc), ety)
                         ccol = b.mul(b.add(jc, jr), cn)
                         with lu.for_range(b, mc, step=mr, name="ir") as ir_:
                             mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
-                            apan = gep(b, ap, b.mul(ir_, kc), ety)
                             coff = b.add(b.mul(b.add(ic, ir_), cm), ccol)
-                            b.call(micro, [kc, apan, bpan, gep(b, c, coff, ety), mr_eff,
-                                           nr_eff, first, cm, cn])
+                            args = [kc, None, bpan, gep(b, c, coff, ety), mr_eff, nr_eff,
+                                    first, cm, cn, am]
+                            with b.if_else(direct) as (in_place, packed):
+                                with in_place:
+                                    args[1] = gep(b, a_block, b.mul(ir_, am), ety)
+                                    b.call(micro_direct, args)
+                                with packed:
+                                    args[1] = gep(b, ap, b.mul(ir_, kc), ety)
+                                    b.call(micro, args)
     b.ret_void()
     return fn
 
