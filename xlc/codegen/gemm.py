@@ -18,8 +18,9 @@ jc (NC columns) > pc (KC of k; packs B[pc, jc] into NR-column panels) > ic (MC r
 A[ic, pc] into MR-row panels) > jr > ir, calling the MR x NR microkernel from
 `gemm_kernels.py`. When a thread's columns fit one NR panel and A is row-major, A is not
 packed: the microkernel reads its rows in place (each A element is used once per k block
-there, so packing would only add a pass over A). Tiny problems and matrix-vector products (`use_simple`) use a plain loop
-nest instead and run on thread 0 only (the other threads return at once).
+there, so packing would only add a pass over A). Tiny problems and matrix-vector products
+(`use_simple`) use a plain loop nest instead and run on thread 0 only (the other threads
+return at once).
 
 `compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/codegen/parallel.py`) and
 returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
