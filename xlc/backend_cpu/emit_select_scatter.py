@@ -21,23 +21,11 @@ from xlc.backend_cpu.emitter import (
     physical_order,
 )
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import multi_to_linear, window_positions
+from xlc.codegen.indexing import multi_to_linear, window_dims, window_positions
 from xlc.errors import UnsupportedOpError
-from xlc.hlo.attrs import WindowDim
 from xlc.hlo.ir import HloInstruction
 
 log = logging.getLogger("xlc.backend_cpu")
-
-
-def _window(inst: HloInstruction, rank: int) -> list[WindowDim]:
-    w = inst.attrs.get("window")
-    dims = list(w.dims) if w is not None else []
-    if not dims and rank:
-        dims = [WindowDim(1) for _ in range(rank)]
-    if len(dims) != rank:
-        raise UnsupportedOpError(f"CPU backend: {inst.name}: window has {len(dims)} dims, "
-                                 f"operand rank is {rank}")
-    return dims
 
 
 def emit_select_and_scatter(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
@@ -50,7 +38,7 @@ def emit_select_and_scatter(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) ->
         raise UnsupportedOpError(
             f"CPU backend: {inst.name}: source type {spt} differs from output {opt}")
     rank = operand.shape.rank
-    wdims = _window(inst, rank)
+    wdims = window_dims(inst, rank, "CPU")
     select_fn = em.scalar_function(inst.called[0])
     scatter_fn = em.scalar_function(inst.called[1])
     bufs = [(inst, ()), (operand, ()), (source, ()), (init, ())]

@@ -19,22 +19,14 @@ from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import window_position
+from xlc.codegen.indexing import window_dims, window_position
 from xlc.codegen.scalar_types import from_compute
 from xlc.errors import UnsupportedOpError
-from xlc.hlo.attrs import WindowDim
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_gpu")
-
-
-def _window(inst: HloInstruction, rank: int) -> tuple[WindowDim, ...]:
-    w = inst.attrs.get("window")
-    if w is None or not w.dims:
-        return tuple(WindowDim(1) for _ in range(rank))
-    return tuple(w.dims)
 
 
 @register(Opcode.CONVOLUTION)
@@ -50,7 +42,7 @@ def emit_convolution(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     fgc = int(inst.attrs.get("feature_group_count", 1))
     bgc = int(inst.attrs.get("batch_group_count", 1))
     nsp = len(dl.input_spatial)
-    wd = _window(inst, nsp)
+    wd = window_dims(inst, nsp, "GPU")
     c_in = lhs.shape.dims[dl.input_feature]
     o_total = inst.shape.dims[dl.output_feature]
     n_out = inst.shape.dims[dl.output_batch]

@@ -18,24 +18,12 @@ from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import multi_to_linear, window_positions
+from xlc.codegen.indexing import multi_to_linear, window_dims, window_positions
 from xlc.errors import UnsupportedOpError
-from xlc.hlo.attrs import WindowDim
 from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 
 log = logging.getLogger("xlc.backend_gpu")
-
-
-def _window(inst: HloInstruction, rank: int) -> list[WindowDim]:
-    w = inst.attrs.get("window")
-    dims = list(w.dims) if w is not None else []
-    if not dims and rank:
-        dims = [WindowDim(1) for _ in range(rank)]
-    if len(dims) != rank:
-        raise UnsupportedOpError(f"GPU backend: {inst.name}: window has {len(dims)} dims, "
-                                 f"operand rank is {rank}")
-    return dims
 
 
 def _is_add(comp: HloComputation) -> bool:
@@ -53,7 +41,7 @@ def emit_select_and_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]
     if element_type(source.shape, inst.name) is not opt:
         raise UnsupportedOpError(f"GPU backend: {inst.name}: source type "
                                  f"{source.shape.element_type} differs from output {opt}")
-    wdims = _window(inst, operand.shape.rank)
+    wdims = window_dims(inst, operand.shape.rank, "GPU")
     select, scatter = inst.called[0], inst.called[1]
     fill = em.kernel(inst, [(inst, ())], [(init, ())], max_threads=128,
                      label=f"{inst.name}_init")

@@ -23,6 +23,7 @@ from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.codegen.elemental import emit_elemental, has_elemental_generator
 from xlc.errors import UnsupportedOpError
+from xlc.hlo.attrs import WindowDim
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
@@ -93,6 +94,20 @@ def multi_to_linear(b: ir.IRBuilder, index: Sequence[ir.Value], shape: Shape) ->
                 else b.add(linear, term, flags=["nsw"])
         stride *= shape.dims[d]
     return linear
+
+
+def window_dims(inst: HloInstruction, rank: int, backend: str) -> list[WindowDim]:
+    """The `window` attribute of `inst` as one WindowDim per dimension (size-1 windows when
+    it has none). Raises UnsupportedOpError naming `backend` and `inst` when the window's
+    rank is not `rank`."""
+    w = inst.attrs.get("window")
+    dims = list(w.dims) if w is not None else []
+    if not dims and rank:
+        dims = [WindowDim(1) for _ in range(rank)]
+    if len(dims) != rank:
+        raise UnsupportedOpError(f"{backend} backend: {inst.name}: window has {len(dims)} "
+                                 f"dims, operand rank is {rank}")
+    return dims
 
 
 def window_position(b: ir.IRBuilder, out: ir.Value, win: ir.Value, wd: Any, size: int
