@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys as _sys
 
 from xlc import errors
-from xlc.api import ShapeDtype, compile, jit, load
+from xlc.api import compile, jit, load
 from xlc.errors import (
     ArgumentError,
     ArtifactError,
@@ -24,6 +24,7 @@ from xlc.errors import (
 )
 from xlc.frontend import lax, nn
 from xlc.frontend import numpy_api as numpy
+from xlc.frontend.arguments import ShapeDtype
 from xlc.options import CompileOptions
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 """The user-facing staging API: `jit` (trace -> `Lowered` -> `Compiled`), `compile` for HLO text
-or modules, `ShapeDtype`, and the backend table.
+or modules, and the backend table (`ShapeDtype` and argument checks: `xlc.frontend.arguments`).
 
 Backends: `BACKENDS` maps a name to a factory `(module, options) -> Executable`, where an
 Executable has `run(flat_args: list[np.ndarray]) -> list[np.ndarray]` (tuple results flattened
@@ -17,8 +17,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import operator
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -26,40 +24,20 @@ from typing import Any, Protocol
 import numpy as np
 
 from xlc.errors import ArgumentError
-from xlc.frontend import dtypes, pytree
+from xlc.frontend import pytree
+from xlc.frontend.arguments import (
+    convert_arg,
+    leaf_aval,
+    leaf_labels,
+    param_names,
+    shape_tree,
+)
 from xlc.frontend.staging import Aval, check_argnums, trace_to_module
 from xlc.hlo.ir import HloModule, IOAlias
-from xlc.hlo.shape import PrimitiveType, Shape
+from xlc.hlo.shape import Shape
 from xlc.options import CompileOptions, default_options
 
 log = logging.getLogger("xlc.api")
-
-
-class ShapeDtype:
-    """An abstract argument for `lower`: a shape and a dtype (numpy dtype, name or
-    PrimitiveType)."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape: Sequence[int], dtype: Any):
-        try:
-            self.shape = tuple(operator.index(d) for d in shape)
-        except TypeError:
-            raise ArgumentError(f"ShapeDtype: shape must be a sequence of ints, got "
-                                f"{shape!r}") from None
-        if any(d < 0 for d in self.shape):
-            raise ArgumentError(f"ShapeDtype: dimensions must be >= 0, got {self.shape}")
-        self.dtype = dtypes.to_ptype(dtype).dtype
-
-    def __repr__(self) -> str:
-        return f"ShapeDtype({self.shape}, {self.dtype})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape,
-                                                                              other.dtype)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, str(self.dtype)))
 
 
 # ---- backends ------------------------------------------------------------------------------------
@@ -173,121 +151,6 @@ def _verify(module: HloModule, options: CompileOptions) -> None:
         verify_module(module)
 
 
-# ---- argument handling ----------------------------------------------------------------------
-def _leaf_aval(x: Any, where: str, allow_abstract: bool) -> Aval:
-    if isinstance(x, ShapeDtype):
-        if not allow_abstract:
-            raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
-                                "pass arrays to call the function")
-        return Aval(PrimitiveType.from_dtype(x.dtype), x.shape)
-    dev = _device_leaf(x, where)
-    if dev is not None:
-        return Aval(_ptype(dev.dtype, where), dev.shape)
-    if isinstance(x, (np.ndarray, np.generic)):
-        return Aval(_ptype(x.dtype, where), tuple(x.shape))
-    if dtypes.is_python_scalar(x):
-        ptype = dtypes.python_scalar_type(x)
-        if ptype.is_integer and not np.iinfo(ptype.dtype).min <= x <= np.iinfo(ptype.dtype).max:
-            raise ArgumentError(f"{where}: Python int {x} does not fit in {ptype.text}, the type "
-                                "of Python int arguments; pass a numpy value such as "
-                                f"np.int64({x})")
-        return Aval(ptype, (), not isinstance(x, bool))
-    from xlc.frontend.tracer import Tracer
-
-    if isinstance(x, Tracer):
-        raise ArgumentError(f"{where}: a traced value leaked out of its trace")
-    raise ArgumentError(f"{where}: unsupported argument type {type(x).__name__}; pass numpy "
-                        "arrays or scalars, or mark the argument static with static_argnums")
-
-
-def _ptype(dtype: Any, where: str) -> PrimitiveType:
-    try:
-        return PrimitiveType.from_dtype(dtype)
-    except TypeError:
-        raise ArgumentError(f"{where}: unsupported dtype {dtype}") from None
-
-
-def _device_leaf(x: Any, where: str) -> Any:
-    """`x` as an `xlc.DeviceArray` when it lives on a GPU (a DeviceArray or any object with
-    `__cuda_array_interface__`), else None. Device arrays are passed to the backend as they
-    are: the GPU backend uses them in place, the others copy them to the host."""
-    if not hasattr(x, "__cuda_array_interface__"):
-        return None
-    from xlc.backend_gpu.device_array import as_device_array
-
-    try:
-        return as_device_array(x)
-    except (TypeError, KeyError, ValueError) as e:
-        raise ArgumentError(f"{where}: unusable device array ({e})") from None
-
-
-def _leaf_labels(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
-    """`argument 0 ('x')['w']`-style labels for the leaves of ((args...), {kwargs})."""
-    arg_td, kw_td = in_tree.children
-    out = []
-    for i, td in enumerate(arg_td.children):
-        name = arg_names[i] if i < len(arg_names) and arg_names[i] else ""
-        label = f"argument {i} ('{name}')" if name else f"argument {i}"
-        out += [label + p for p in pytree.leaf_paths(td)]
-    for k, td in zip(kw_td.keys, kw_td.children):
-        out += [f"keyword argument '{k}'" + p for p in pytree.leaf_paths(td)]
-    return out
-
-
-def _param_names(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
-    """HLO parameter names from argument names and pytree paths (`x`, `params_w`, `Arg_1`)."""
-    arg_td, kw_td = in_tree.children
-    out = []
-    bases = [(arg_names[i] if i < len(arg_names) and arg_names[i] else f"Arg_{i}", td)
-             for i, td in enumerate(arg_td.children)]
-    bases += [(str(k), td) for k, td in zip(kw_td.keys, kw_td.children)]
-    for base, td in bases:
-        for p in pytree.leaf_paths(td):
-            name = re.sub(r"[^A-Za-z0-9_]+", "_", base + p).strip("_")
-            out.append(name if name and not name[0].isdigit() else f"Arg_{name}")
-    return out
-
-
-def _shape_tree(shape: Shape) -> pytree.TreeDef:
-    if shape.tuple_shapes is not None:
-        return pytree.TreeDef("tuple", tuple(_shape_tree(s) for s in shape.tuple_shapes))
-    return pytree.LEAF
-
-
-def _convert_arg(x: Any, aval: Aval, where: str) -> np.ndarray:
-    expected = aval.shape.to_text(layout=False)
-    if dtypes.is_python_scalar(x):
-        if aval.dims != ():
-            raise ArgumentError(f"{where}: expected {expected}, got a Python scalar")
-        kind = dtypes.python_scalar_type(x)
-        ok = kind is aval.ptype or (kind.is_integer and (aval.ptype.is_integer
-                                                         or aval.ptype.is_float)) \
-            or (kind.is_float and aval.ptype.is_float)
-        if not ok:
-            raise ArgumentError(f"{where}: expected {expected}, got Python "
-                                f"{type(x).__name__} {x!r}")
-        return np.asarray(x, dtype=aval.ptype.dtype)
-    if isinstance(x, ShapeDtype):
-        raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
-                            "pass arrays to call the function")
-    dev = _device_leaf(x, where)
-    if dev is not None:
-        got = Shape.array(_ptype(dev.dtype, where), dev.shape).to_text(layout=False)
-        if got != expected:
-            raise ArgumentError(f"{where}: expected {expected}, got {got} (on the GPU)")
-        return dev  # type: ignore[no-any-return]
-    if not isinstance(x, (np.ndarray, np.generic)):
-        raise ArgumentError(f"{where}: expected {expected}, got {type(x).__name__}")
-    arr = np.asarray(x)
-    try:
-        got = Shape.array(PrimitiveType.from_dtype(arr.dtype), arr.shape).to_text(layout=False)
-    except TypeError:
-        raise ArgumentError(f"{where}: unsupported dtype {arr.dtype}") from None
-    if got != expected:
-        raise ArgumentError(f"{where}: expected {expected}, got {got}")
-    return arr
-
-
 class Compiled:
     """An executable for one signature: `__call__(*args)` runs it; `as_text()` is its HLO."""
 
@@ -305,7 +168,7 @@ class Compiled:
             Aval(p.shape.element_type, p.shape.dims) if p.shape.is_array else None  # type: ignore
             for p in params]
         self.in_tree = in_tree
-        self.out_tree = out_tree or _shape_tree(module.entry.root.shape)
+        self.out_tree = out_tree or shape_tree(module.entry.root.shape)
         self.arg_names = list(arg_names or [])
         # The backend optimizes a copy: `module` stays the traced/parsed program. With a
         # persistent cache (options.cache_dir) a hit loads the stored executable instead.
@@ -364,7 +227,7 @@ class Compiled:
             if len(args) != len(self.in_avals):
                 raise ArgumentError(f"{self.name}: expected {len(self.in_avals)} arguments, "
                                     f"got {len(args)}")
-            return [_convert_arg(a, av, f"{self.name}: {self._label(i)}")
+            return [convert_arg(a, av, f"{self.name}: {self._label(i)}")
                     for i, (a, av) in enumerate(zip(args, self.in_avals))]
         arg_td, kw_td = self.in_tree.children
         if len(args) != len(arg_td.children):
@@ -383,8 +246,8 @@ class Compiled:
                 raise ArgumentError(f"{self.name}: {label} has pytree structure {got_td}, "
                                     f"expected {td}")
             leaves += got
-        labels = _leaf_labels(self.in_tree, self.arg_names)
-        return [_convert_arg(x, av, f"{self.name}: {lab}")
+        labels = leaf_labels(self.in_tree, self.arg_names)
+        return [convert_arg(x, av, f"{self.name}: {lab}")
                 for x, av, lab in zip(leaves, self.in_avals, labels)]
 
     def call_flat(self, flat: list[np.ndarray]) -> Any:
@@ -548,8 +411,8 @@ class Jitted:
         self._check_call(args, kwargs)
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
-        labels = _leaf_labels(in_tree, self._arg_names(args))
-        avals = [_leaf_aval(x, f"{self.name}: {lab}", allow_abstract)
+        labels = leaf_labels(in_tree, self._arg_names(args))
+        avals = [leaf_aval(x, f"{self.name}: {lab}", allow_abstract)
                  for x, lab in zip(leaves, labels)]
 
         def staged(a: tuple, k: dict) -> Any:
@@ -558,7 +421,7 @@ class Jitted:
 
         log.debug("tracing %s for %s", self.name, [str(a) for a in avals])
         traced = trace_to_module(staged, in_tree, avals, self.name,
-                                 _param_names(in_tree, self._arg_names(args)), user_fn=self.fn)
+                                 param_names(in_tree, self._arg_names(args)), user_fn=self.fn)
         self._add_aliases(traced, dyn_args, args)
         _verify(traced.module, self.options)
         return Lowered(traced.module, self.options, self.backend, in_tree, avals,
@@ -596,8 +459,8 @@ class Jitted:
             return self.fn(*args, **kwargs)
         dyn_args, dyn_kwargs, static_key = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
-        labels = _leaf_labels(in_tree, self._arg_names(args))
-        avals = tuple(_leaf_aval(x, f"{self.name}: {lab}", False)
+        labels = leaf_labels(in_tree, self._arg_names(args))
+        avals = tuple(leaf_aval(x, f"{self.name}: {lab}", False)
                       for x, lab in zip(leaves, labels))
         key = (in_tree, avals, static_key)
         compiled = self._cache.get(key)
@@ -609,7 +472,7 @@ class Jitted:
             self._cache[key] = compiled
         else:
             self.hits += 1
-        flat = [_convert_arg(x, av, f"{self.name}: {lab}")
+        flat = [convert_arg(x, av, f"{self.name}: {lab}")
                 for x, av, lab in zip(leaves, avals, labels)]
         return compiled.call_flat(flat)
 

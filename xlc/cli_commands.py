@@ -216,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import xlc
 
     if is_artifact(args.input):
-        from xlc.api import _convert_arg
+        from xlc.frontend.arguments import convert_arg as _convert_arg
 
         exe = xlc.load(args.input)
         if args.backend and args.backend != exe.backend:
@@ -252,8 +252,8 @@ def _parse_static(items: list[str]) -> dict[str, Any]:
 
 
 def _parse_arg_specs(specs: list[str]) -> list[Any]:
-    from xlc.api import ShapeDtype
     from xlc.errors import ParseError
+    from xlc.frontend.arguments import ShapeDtype
     from xlc.hlo.parser import parse_shape
 
     out = []

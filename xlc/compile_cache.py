@@ -195,8 +195,8 @@ class CompileCache:
 
 
 def _module_signature(module: HloModule) -> Any:
-    from xlc.api import _shape_tree
     from xlc.artifact_manifest import Signature, shape_to_spec, tree_to_json
+    from xlc.frontend.arguments import shape_tree as _shape_tree
 
     entry = module.entry
     assert entry is not None and entry.root is not None

@@ -1,0 +1,158 @@
+"""Arguments of jitted and compiled functions: `ShapeDtype` (an abstract argument), the
+abstract value of each leaf, its label in error messages, and the checked conversion of a
+leaf to the numpy array an executable takes. Every mismatch is an ArgumentError naming the
+function, the argument and what was expected."""
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from xlc.errors import ArgumentError
+from xlc.frontend import dtypes, pytree
+from xlc.frontend.staging import Aval
+from xlc.hlo.shape import PrimitiveType, Shape
+
+
+class ShapeDtype:
+    """An abstract argument for `lower`: a shape and a dtype (numpy dtype, name or
+    PrimitiveType)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Sequence[int], dtype: Any):
+        try:
+            self.shape = tuple(operator.index(d) for d in shape)
+        except TypeError:
+            raise ArgumentError(f"ShapeDtype: shape must be a sequence of ints, got "
+                                f"{shape!r}") from None
+        if any(d < 0 for d in self.shape):
+            raise ArgumentError(f"ShapeDtype: dimensions must be >= 0, got {self.shape}")
+        self.dtype = dtypes.to_ptype(dtype).dtype
+
+    def __repr__(self) -> str:
+        return f"ShapeDtype({self.shape}, {self.dtype})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapeDtype) and (self.shape, self.dtype) == (other.shape,
+                                                                              other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, str(self.dtype)))
+
+
+def leaf_aval(x: Any, where: str, allow_abstract: bool) -> Aval:
+    if isinstance(x, ShapeDtype):
+        if not allow_abstract:
+            raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
+                                "pass arrays to call the function")
+        return Aval(PrimitiveType.from_dtype(x.dtype), x.shape)
+    dev = _device_leaf(x, where)
+    if dev is not None:
+        return Aval(_ptype(dev.dtype, where), dev.shape)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return Aval(_ptype(x.dtype, where), tuple(x.shape))
+    if dtypes.is_python_scalar(x):
+        ptype = dtypes.python_scalar_type(x)
+        if ptype.is_integer and not np.iinfo(ptype.dtype).min <= x <= np.iinfo(ptype.dtype).max:
+            raise ArgumentError(f"{where}: Python int {x} does not fit in {ptype.text}, the type "
+                                "of Python int arguments; pass a numpy value such as "
+                                f"np.int64({x})")
+        return Aval(ptype, (), not isinstance(x, bool))
+    from xlc.frontend.tracer import Tracer
+
+    if isinstance(x, Tracer):
+        raise ArgumentError(f"{where}: a traced value leaked out of its trace")
+    raise ArgumentError(f"{where}: unsupported argument type {type(x).__name__}; pass numpy "
+                        "arrays or scalars, or mark the argument static with static_argnums")
+
+
+def _ptype(dtype: Any, where: str) -> PrimitiveType:
+    try:
+        return PrimitiveType.from_dtype(dtype)
+    except TypeError:
+        raise ArgumentError(f"{where}: unsupported dtype {dtype}") from None
+
+
+def _device_leaf(x: Any, where: str) -> Any:
+    """`x` as an `xlc.DeviceArray` when it lives on a GPU (a DeviceArray or any object with
+    `__cuda_array_interface__`), else None. Device arrays are passed to the backend as they
+    are: the GPU backend uses them in place, the others copy them to the host."""
+    if not hasattr(x, "__cuda_array_interface__"):
+        return None
+    from xlc.backend_gpu.device_array import as_device_array
+
+    try:
+        return as_device_array(x)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ArgumentError(f"{where}: unusable device array ({e})") from None
+
+
+def leaf_labels(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
+    """`argument 0 ('x')['w']`-style labels for the leaves of ((args...), {kwargs})."""
+    arg_td, kw_td = in_tree.children
+    out = []
+    for i, td in enumerate(arg_td.children):
+        name = arg_names[i] if i < len(arg_names) and arg_names[i] else ""
+        label = f"argument {i} ('{name}')" if name else f"argument {i}"
+        out += [label + p for p in pytree.leaf_paths(td)]
+    for k, td in zip(kw_td.keys, kw_td.children):
+        out += [f"keyword argument '{k}'" + p for p in pytree.leaf_paths(td)]
+    return out
+
+
+def param_names(in_tree: pytree.TreeDef, arg_names: Sequence[str]) -> list[str]:
+    """HLO parameter names from argument names and pytree paths (`x`, `params_w`, `Arg_1`)."""
+    arg_td, kw_td = in_tree.children
+    out = []
+    bases = [(arg_names[i] if i < len(arg_names) and arg_names[i] else f"Arg_{i}", td)
+             for i, td in enumerate(arg_td.children)]
+    bases += [(str(k), td) for k, td in zip(kw_td.keys, kw_td.children)]
+    for base, td in bases:
+        for p in pytree.leaf_paths(td):
+            name = re.sub(r"[^A-Za-z0-9_]+", "_", base + p).strip("_")
+            out.append(name if name and not name[0].isdigit() else f"Arg_{name}")
+    return out
+
+
+def shape_tree(shape: Shape) -> pytree.TreeDef:
+    if shape.tuple_shapes is not None:
+        return pytree.TreeDef("tuple", tuple(shape_tree(s) for s in shape.tuple_shapes))
+    return pytree.LEAF
+
+
+def convert_arg(x: Any, aval: Aval, where: str) -> np.ndarray:
+    expected = aval.shape.to_text(layout=False)
+    if dtypes.is_python_scalar(x):
+        if aval.dims != ():
+            raise ArgumentError(f"{where}: expected {expected}, got a Python scalar")
+        kind = dtypes.python_scalar_type(x)
+        ok = kind is aval.ptype or (kind.is_integer and (aval.ptype.is_integer
+                                                         or aval.ptype.is_float)) \
+            or (kind.is_float and aval.ptype.is_float)
+        if not ok:
+            raise ArgumentError(f"{where}: expected {expected}, got Python "
+                                f"{type(x).__name__} {x!r}")
+        return np.asarray(x, dtype=aval.ptype.dtype)
+    if isinstance(x, ShapeDtype):
+        raise ArgumentError(f"{where}: ShapeDtype arguments are only accepted by lower(); "
+                            "pass arrays to call the function")
+    dev = _device_leaf(x, where)
+    if dev is not None:
+        got = Shape.array(_ptype(dev.dtype, where), dev.shape).to_text(layout=False)
+        if got != expected:
+            raise ArgumentError(f"{where}: expected {expected}, got {got} (on the GPU)")
+        return dev  # type: ignore[no-any-return]
+    if not isinstance(x, (np.ndarray, np.generic)):
+        raise ArgumentError(f"{where}: expected {expected}, got {type(x).__name__}")
+    arr = np.asarray(x)
+    try:
+        got = Shape.array(PrimitiveType.from_dtype(arr.dtype), arr.shape).to_text(layout=False)
+    except TypeError:
+        raise ArgumentError(f"{where}: unsupported dtype {arr.dtype}") from None
+    if got != expected:
+        raise ArgumentError(f"{where}: expected {expected}, got {got}")
+    return arr
