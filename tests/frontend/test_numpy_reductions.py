@@ -64,6 +64,18 @@ def test_argmax_first_nan_and_ties():
                  (np.argmax(x, 1).astype(np.int32), np.argmin(x, 1).astype(np.int32)))
 
 
+def test_elementwise_uses_of_argmax_compile():
+    # row fusion crashed (IndexError) on any consumer of argmax's variadic reduce
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    emb = rng.standard_normal((8, 3)).astype(np.float32)
+    got = jit_run(lambda a, e: (xnp.argmax(a, axis=-1) + 1, xnp.argmin(a, axis=0) * 2,
+                                e[xnp.argmax(a, axis=-1)], xnp.argmax(a) - 1), x, emb)
+    assert_close(got, ((np.argmax(x, -1) + 1).astype(np.int32),
+                       (np.argmin(x, 0) * 2).astype(np.int32), emb[np.argmax(x, -1)],
+                       np.int32(np.argmax(x) - 1)))
+
+
 @SETTINGS
 @given(case=array_and_axis(dtypes=(np.float32,)))
 def test_var_std(case):

@@ -185,3 +185,43 @@ def test_random_row_programs_keep_numerics_and_the_contract(dims, nred, f, r1, g
     assert [i.opcode for i in after.entry.instructions] == [Opcode.PARAMETER, Opcode.FUSION]
     assert is_row_fusion(after.entry.root)
     assert_same_numerics(before, after, random_args(before, seed), rtol=1e-4, atol=1e-5)
+
+
+ARGMAX_PLUS_ONE = """HloModule argmax_plus_one
+argmax_f32 {
+  v0 = f32[] parameter(0)
+  i0 = s32[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s32[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  take = pred[] or(gt, tie)
+  v = f32[] select(take, v0, v1)
+  i = s32[] select(take, i0, i1)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+
+ENTRY main {
+  x = f32[4,8]{1,0} parameter(0)
+  iota = s32[4,8]{1,0} iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  r = (f32[4]{0}, s32[4]{0}) reduce(x, iota, ninf, zero), dimensions={1}, to_apply=argmax_f32
+  idx = s32[4]{0} get-tuple-element(r), index=1
+  one = s32[] constant(1)
+  ones = s32[4]{0} broadcast(one), dimensions={}
+  ROOT o = s32[4]{0} add(idx, ones)
+}
+"""
+
+
+def test_elementwise_use_of_a_variadic_reduce_is_not_row_fused():
+    # argmax's reduce has a tuple-shaped output: its outputs are not fused instructions, and
+    # row fusion used to index past `roots(producer)` (IndexError) when the consumer read one
+    before, after, _ = run_passes(ARGMAX_PLUS_ONE, FUSE + [RowFusion()])
+    assert any(i.opcode is Opcode.FUSION and i.attrs["kind"] == "kInput"
+               for i in after.entry.instructions)
+    assert not any(is_row_fusion(i) for i in after.entry.instructions)
+    assert_same_numerics(before, after)

@@ -194,7 +194,8 @@ def _only_feeds(producer: HloInstruction, fusion: HloInstruction) -> bool:
 
 def _fed_params(fusion: HloInstruction, producer: HloInstruction
                 ) -> list[tuple[HloInstruction, HloInstruction]]:
-    """(fused parameter, producer output it reads) for every parameter fed by `producer`."""
+    """(fused parameter, producer output it reads) for every parameter fed by `producer`,
+    whose outputs must all be array-shaped instructions (see `absorb_error`)."""
     outs = roots(producer)
     pairs = []
     for i, o in enumerate(fusion.operands):
@@ -229,6 +230,9 @@ def absorb_error(fusion: HloInstruction, producer: HloInstruction,
         return f"{producer.opcode.text} is not fusible"
     if size + len(fusion.fused_computation.instructions) > MAX_ROW_FUSION_INSTRUCTIONS:
         return "too many instructions"
+    tupled = next((r for r in roots(producer) if not r.shape.is_array), None)
+    if tupled is not None:  # e.g. argmax's variadic reduce: its outputs are not instructions
+        return f"{tupled.name} ({tupled.opcode.text}) has a tuple-shaped output"
     out = roots(fusion)[0]
     pairs = _fed_params(fusion, producer)
     # the producer's row reductions fix (or must match) the fusion's row space
