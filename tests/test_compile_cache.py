@@ -167,6 +167,31 @@ def test_damaged_entry_is_a_miss_and_is_replaced(tmp_path: Path):
     assert CompileCache(tmp_path).get(entry.stem) is not None
 
 
+def test_a_swapped_entry_is_a_miss_never_another_program(tmp_path: Path, caplog):
+    """Entries record their key: an entry moved into another key's file (swapped entries)
+    must not run; the hit is refused (logged), the right program compiled and stored."""
+    opts = CompileOptions(cache_dir=str(tmp_path), backend="interpreter")
+    add = parse_module(program(op="add"))
+    sub = parse_module(program(op="subtract"))
+    xlc.compile(add, backend="interpreter", options=opts)
+    xlc.compile(sub, backend="interpreter", options=opts)
+    add_path = CompileCache(tmp_path).path_of(cache_key(add, "interpreter", opts))
+    sub_path = CompileCache(tmp_path).path_of(cache_key(sub, "interpreter", opts))
+    add_bytes, sub_bytes = add_path.read_bytes(), sub_path.read_bytes()
+    add_path.write_bytes(sub_bytes)
+    sub_path.write_bytes(add_bytes)
+    before = _stats()
+    with caplog.at_level("WARNING", logger="xlc.compile_cache"):
+        c = xlc.compile(program(op="add"), backend="interpreter", options=opts)
+    x = np.arange(16, dtype=np.float32)
+    np.testing.assert_array_equal(c(x, x), x * x + x)  # the swapped entry gives x * x - x
+    assert _stats()["mismatches"] == before["mismatches"] + 1
+    assert _stats()["misses"] == before["misses"] + 1
+    assert f"compile cache: entry {add_path} records key {sub_path.stem}, not its own" \
+        in caplog.text
+    assert CompileCache(tmp_path).get(add_path.stem) is not None  # replaced by the right one
+
+
 def test_ls_info_clear(tmp_path: Path):
     opts = CompileOptions(cache_dir=str(tmp_path))
     xlc.compile(program(), options=opts)

@@ -525,10 +525,12 @@ def compile(hlo: str | HloModule, backend: str | None = None,  # noqa: A001
     return Compiled(module, opts, backend)
 
 
-def load(path: str) -> Any:
+def load(path: str, max_bytes: int | None = None) -> Any:
     """Load a serialized executable (`.xlc`, written by `Compiled.serialize`): a callable with
     the original signature, `memory_stats()`, `as_text()` and `.manifest`. Raises
-    ArtifactError for a damaged, tampered or incompatible file before running any code."""
+    ArtifactError for a damaged, tampered or incompatible file before running any code, and
+    before decompressing anything for a file whose members declare more than `max_bytes`
+    (default `xlc.artifact_archive.MAX_ARCHIVE_BYTES`, 2 GiB) uncompressed."""
     from xlc.artifact import load as load_artifact
 
-    return load_artifact(path)
+    return load_artifact(path) if max_bytes is None else load_artifact(path, max_bytes)

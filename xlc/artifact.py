@@ -7,9 +7,10 @@ signature, without tracing, HLO passes or LLVM optimization: the program is the 
 optimized HLO (interpreter) or the stored object code (CPU, see
 `xlc/backend_cpu/artifact_io.py`). Loading checks, in this order and before any native code
 runs: the zip is intact, the manifest parses, has a known format version and matches the
-sha256 in the zip comment, every member's sha256 matches the manifest and no member is missing
-or unlisted, and the target (CPU features, triple) can run the code. Any failure is an
-`ArtifactError` with a plain sentence.
+sha256 in the zip comment, no member is missing or unlisted and the declared sizes agree and
+stay under a limit (all before anything is decompressed: `xlc/artifact_archive.py`), every
+member's sha256 matches the manifest, and the target (CPU features, triple) can run the code.
+Any failure is an `ArtifactError` with a plain sentence.
 
 Backends plug in through `_CODE_IO`: a module with `pack(exe) -> PackedCode` and
 `unpack(manifest, members, module, assignment, where) -> executable with run(flat)`.
@@ -24,14 +25,19 @@ import logging
 import os
 import time
 import zipfile
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from xlc.api import Compiled, _flatten_value
+from xlc.artifact_archive import (
+    MAX_ARCHIVE_BYTES,
+    Archive,
+    file_bytes,
+    read_archive,
+    read_archive_file,
+)
 from xlc.artifact_manifest import (
     ASSIGNMENT_MEMBER,
     HLO_MEMBER,
@@ -49,7 +55,6 @@ from xlc.artifact_manifest import (
     SliceInfo,
     TargetInfo,
     aval_to_spec,
-    parse_manifest,
     seal,
     shape_to_spec,
     spec_to_aval,
@@ -63,9 +68,6 @@ from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
 
 log = logging.getLogger("xlc.artifact")
-
-# Members every archive has, whatever the backend.
-_REQUIRED_MEMBERS = (HLO_MEMBER, REPORT_MEMBER, ASSIGNMENT_MEMBER)
 
 # backend -> module implementing pack/unpack of native code (imported lazily).
 _CODE_IO: dict[str, str] = {
@@ -298,14 +300,19 @@ def _json_default(x: Any) -> Any:
 
 def build_archive(exe: Any, backend: str, signature: Signature,
                   options: CompileOptions | None = None,
-                  compile_seconds: dict[str, float] | None = None) -> bytes:
+                  compile_seconds: dict[str, float] | None = None,
+                  cache_key: str | None = None) -> bytes:
     """The bytes of an `.xlc` archive for backend executable `exe` (an interpreter, CPU or GPU
-    executable as `xlc.api.BACKENDS` makes them)."""
+    executable as `xlc.api.BACKENDS` makes them). `cache_key` is recorded in the manifest of
+    a compile-cache entry, so that a hit can check the entry belongs to its key."""
     from xlc import __version__
     from xlc.hlo.printer import print_module
 
     if isinstance(exe, StoredExecutable):  # a cache hit: the stored members, new signature
-        return _zip(exe.manifest.model_copy(update={"signature": signature}), exe.members)
+        update: dict[str, Any] = {"signature": signature}
+        if cache_key is not None:
+            update["cache_key"] = cache_key
+        return _zip(exe.manifest.model_copy(update=update), exe.members)
     module, assignment, timings = _parts(exe)
     packed = PackedCode()
     if backend in _CODE_IO:
@@ -332,7 +339,7 @@ def build_archive(exe: Any, backend: str, signature: Signature,
                             for a in module.input_output_alias],
         allocations=_allocations(assignment), output_slices=slices, schedule=schedule,
         constants=constants, memory_stats=stats, pass_timings=timings,
-        compile_seconds=dict(compile_seconds or {}),
+        compile_seconds=dict(compile_seconds or {}), cache_key=cache_key,
         members={n: MemberInfo(sha256=hashlib.sha256(b).hexdigest(), size=len(b))
                  for n, b in members.items()})
     return _zip(manifest, members)
@@ -374,70 +381,6 @@ def write_artifact(compiled: Compiled, path: str | os.PathLike[str]) -> None:
 
 
 # ---- reading ---------------------------------------------------------------------------------
-@dataclass
-class Archive:
-    """A checked archive: the manifest and every member's bytes (checksums verified)."""
-
-    manifest: Manifest
-    members: dict[str, bytes]
-    raw: bytes
-    where: str
-
-
-def read_archive(data: bytes, where: str) -> Archive:
-    """Open and check archive bytes (zip integrity, manifest, format version, checksums).
-    Raises ArtifactError naming `where` on any problem."""
-    try:
-        z = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        raise ArtifactError(f"{where}: not a valid .xlc file (not a zip archive, or "
-                            "truncated)") from None
-    with z:
-        names = z.namelist()
-        if MANIFEST_NAME not in names:
-            raise ArtifactError(f"{where}: not an xlc executable (no {MANIFEST_NAME})")
-        members: dict[str, bytes] = {}
-        try:
-            manifest = parse_manifest(z.read(MANIFEST_NAME), where, z.comment)
-            for name in names:
-                if name != MANIFEST_NAME:
-                    members[name] = z.read(name)
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
-            raise ArtifactError(f"{where}: the file is corrupted ({e})") from None
-    listed = set(manifest.members)
-    missing = sorted(listed - set(members))
-    if missing:
-        raise ArtifactError(f"{where}: member(s) {', '.join(missing)} missing; the file is "
-                            "incomplete")
-    extra = sorted(set(members) - listed)
-    if extra:
-        raise ArtifactError(f"{where}: unlisted member(s) {', '.join(extra)}; the file was "
-                            "tampered with")
-    for name, info in manifest.members.items():
-        if hashlib.sha256(members[name]).hexdigest() != info.sha256:
-            raise ArtifactError(f"{where}: checksum mismatch for {name}; the file was "
-                                "modified or damaged, refusing to load it")
-    absent = [n for n in _REQUIRED_MEMBERS if n not in members]
-    if absent:
-        raise ArtifactError(f"{where}: not a complete xlc executable (no {', '.join(absent)})")
-    return Archive(manifest, members, data, where)
-
-
-def _file_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The bytes of an `.xlc` file; ArtifactError for a missing file or a directory."""
-    p = Path(path)
-    if not p.exists():
-        raise ArtifactError(f"{path}: no such file")
-    if p.is_dir():
-        raise ArtifactError(f"{path}: is a directory, expected an .xlc file")
-    return p.read_bytes()
-
-
-def read_archive_file(path: str | os.PathLike[str]) -> Archive:
-    """Open and check the `.xlc` file at `path` (see `read_archive`); no code is loaded."""
-    return read_archive(_file_bytes(path), str(path))
-
-
 def _code_io(backend: str, where: str | None) -> Any:
     """The pack/unpack module of `backend`; `where` names the file being loaded (None when
     serializing)."""
@@ -530,16 +473,18 @@ class LoadedExecutable(Compiled):
         return f"<LoadedExecutable {self.name} on {self.backend}>"
 
 
-def load_bytes(data: bytes, where: str = "<bytes>") -> LoadedExecutable:
+def load_bytes(data: bytes, where: str = "<bytes>",
+               max_bytes: int = MAX_ARCHIVE_BYTES) -> LoadedExecutable:
     """Load an archive from bytes (see `load`)."""
-    return LoadedExecutable(read_archive(data, where))
+    return LoadedExecutable(read_archive(data, where, max_bytes))
 
 
-def load(path: str | os.PathLike[str]) -> LoadedExecutable:
+def load(path: str | os.PathLike[str], max_bytes: int = MAX_ARCHIVE_BYTES) -> LoadedExecutable:
     """Load an `.xlc` file into a callable with the original signature. Raises ArtifactError
     (before running any code) for a missing, truncated, corrupted, tampered or incompatible
-    file."""
-    return load_bytes(_file_bytes(path), str(path))
+    file, and (before decompressing anything) for members declaring more than `max_bytes`
+    uncompressed in all (`xlc.artifact_archive.MAX_ARCHIVE_BYTES`, 2 GiB, by default)."""
+    return load_bytes(file_bytes(path), str(path), max_bytes)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:

@@ -158,6 +158,8 @@ class Manifest(_Model):
     memory_stats: dict[str, int] = Field(default_factory=dict)
     pass_timings: list[PassTime] = Field(default_factory=list)
     compile_seconds: dict[str, float] = Field(default_factory=dict)
+    cache_key: str | None = Field(None, description="the compile-cache key an entry of the "
+                                  "cache was stored under (checked on every hit)")
     members: dict[str, MemberInfo] = Field(default_factory=dict)
 
 

@@ -11,7 +11,10 @@ explicitly). An entry is keyed by
 Writers write a temp file and rename it into place, so any number of processes may fill the
 same key at once and readers never see a partial entry. A hit costs one file read, the
 checksum checks and loading the code (no passes, no LLVM). A damaged entry is deleted and
-treated as a miss.
+treated as a miss. Every entry records its own key in its manifest (`Manifest.cache_key`); a
+hit whose recorded key differs from the key looked up (an entry copied, renamed or swapped
+into another's file, or written by an xlc that recorded none) is a logged miss, and the
+recompiled program replaces it: a cache never runs another program than the one asked for.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ log = logging.getLogger("xlc.compile_cache")
 
 SUFFIX = ".xlc"
 # Process-wide counters (tests and `-v` logging read them).
-STATS: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "errors": 0}
+STATS: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "errors": 0, "mismatches": 0}
 
 
 # A quoted string (kept as is) or an instruction/computation name as the printer writes it.
@@ -115,7 +118,9 @@ class CompileCache:
         return self.dir / f"{key}{SUFFIX}"
 
     def get(self, key: str) -> Any | None:
-        """The stored executable for `key` (an `xlc.artifact.StoredExecutable`) or None."""
+        """The stored executable for `key` (an `xlc.artifact.StoredExecutable`) or None: None
+        for a missing or damaged entry, and for an entry whose manifest records another key
+        (checked before any of its code is loaded)."""
         from xlc.artifact import executable_from_archive, read_archive
 
         path = self.path_of(key)
@@ -127,7 +132,13 @@ class CompileCache:
             log.warning("compile cache: cannot read %s (%s)", path, e)
             return None
         try:
-            return executable_from_archive(read_archive(data, str(path)))
+            archive = read_archive(data, str(path))
+            if archive.manifest.cache_key != key:
+                STATS["mismatches"] += 1
+                log.warning("compile cache: entry %s records key %s, not its own; treating it "
+                            "as a miss", path, archive.manifest.cache_key)
+                return None
+            return executable_from_archive(archive)
         except XlcError as e:
             STATS["errors"] += 1
             log.warning("compile cache: dropping damaged entry %s (%s)", path, e)
@@ -146,6 +157,8 @@ class CompileCache:
 
     def entries(self) -> list[CacheEntry]:
         """Every entry, oldest first, with its module name and backend when readable."""
+        from xlc.artifact_archive import read_manifest_bytes
+
         out: list[CacheEntry] = []
         if not self.dir.is_dir():
             return out
@@ -156,11 +169,11 @@ class CompileCache:
                 continue
             e = CacheEntry(p.stem, p, st.st_size, st.st_mtime)
             try:
-                with zipfile.ZipFile(p) as z:
-                    raw = json.loads(z.read("manifest.json"))
+                with zipfile.ZipFile(p) as z:  # the manifest only, its size capped
+                    raw = json.loads(read_manifest_bytes(z, str(p)))
                 e.module_name = str(raw.get("module_name", "?"))
                 e.backend = str(raw.get("backend", "?"))
-            except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+            except (OSError, zipfile.BadZipFile, XlcError, ValueError, AttributeError):
                 e.module_name = "<damaged>"
             out.append(e)
         return sorted(out, key=lambda e: (e.mtime, e.key))
@@ -227,7 +240,7 @@ def cached_executable(module: HloModule, backend: str, options: CompileOptions,
         from xlc.artifact import build_archive
 
         data = build_archive(exe, backend, _module_signature(module), options,
-                             {"compile_s": time.perf_counter() - t0})
+                             {"compile_s": time.perf_counter() - t0}, cache_key=key)
         cache.put(key, data)
         log.info("compile cache miss %s for %s: stored", key, module.name)
     except (XlcError, OSError) as e:
