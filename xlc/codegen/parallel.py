@@ -3,15 +3,18 @@
 
 Two shapes of parallel kernel exist:
 * `run_parallel(b, part, ptrs, count, nthreads)` emits, at the builder's position, the run of
-  `part(ptrs..., begin, end)` over `[0, count)` split into `nthreads` contiguous shares (the
-  backend's kernels split their outermost loop this way);
+  `part(ptrs..., begin, end)` over `[0, count)` split into up to SHARES_PER_THREAD x
+  `nthreads` contiguous shares taken by `nthreads` threads (the backend's kernels split their
+  outermost loop this way; several shares per thread balance the load when one thread gets
+  less of the machine than the others);
 * `emit_threaded_entry(module, name, kernel, nptrs)` adds `void name(ptr x nptrs, i64
   nthreads)` running `kernel(ptrs..., tid, nthreads)` for every tid (the GEMM, which divides
   its own work by tid).
-Both store the pointers in a stack struct and call `xlc_pool_run(job, &struct, n)` with a small
-`job(args, tid, n)` that unpacks them; the share of tid 0 runs on the calling thread. `part`
+Both store the pointers in a stack struct and call `xlc_pool_run_shares(job, &struct, nshares,
+nthreads)` with a small `job(args, share, nshares)` that unpacks them; the calling thread takes
+shares too. `part`
 and `kernel` must be safe to run concurrently for different shares. ctypes releases the GIL
-around the entry call, so nothing Python-side waits while the threads run. `xlc_pool_run` is a
+around the entry call, so nothing Python-side waits while the threads run. The pool is a
 run-time library (`xlc.codegen.runtime_lib`), linked when a module using it is added to the
 JIT engine.
 """
@@ -37,6 +40,9 @@ PARALLEL_ELEMENTS = 1 << 15
 """Loops over at least this many elements are split over the threads (outermost dim)."""
 PARALLEL_FLOPS = 1 << 21
 """Matrix products of at least this many flops are split over the threads."""
+SHARES_PER_THREAD = 4
+"""Shares per thread of a split loop: a thread that gets less CPU (a loaded machine) takes
+fewer of them, instead of the call waiting for its one big share."""
 
 
 def available_threads() -> int:
@@ -64,7 +70,7 @@ def _unpack(b: ir.IRBuilder, args: ir.Value, nptrs: int) -> list[ir.Value]:
 
 
 def _pack_and_run(b: ir.IRBuilder, job: ir.Function, ptrs: Sequence[ir.Value],
-                  nthreads: ir.Value) -> None:
+                  nshares: ir.Value, nthreads: ir.Value) -> None:
     sty = _args_type(len(ptrs))
     with b.goto_entry_block():
         args = b.alloca(sty)
@@ -75,13 +81,14 @@ def _pack_and_run(b: ir.IRBuilder, job: ir.Function, ptrs: Sequence[ir.Value],
     for f, v in enumerate(ptrs):
         b.store(v, b.gep(args, [ir.Constant(lu.I32, 0), ir.Constant(lu.I32, f)],
                          inbounds=True, source_etype=sty))
-    b.call(declare_pool_run(b.module), [job, args, nthreads])
+    b.call(declare_pool_run(b.module), [job, args, nshares, nthreads])
 
 
 def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count: int,
                  nthreads: int) -> None:
-    """Emit the run of `part(ptrs..., begin, end)` over `[0, count)` in `nthreads` shares
-    (share t is `[count t / n, count (t+1) / n)`)."""
+    """Emit the run of `part(ptrs..., begin, end)` over `[0, count)` on `nthreads` threads, in
+    n = min(count, SHARES_PER_THREAD x nthreads) shares (share t is `[count t / n,
+    count (t+1) / n)`)."""
     module = b.module
     name = part.name + ".job"
     job = module.globals.get(name)
@@ -95,7 +102,9 @@ def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count
         end = jb.sdiv(jb.mul(total, jb.add(tid, ir.Constant(lu.I64, 1))), n)
         jb.call(part, _unpack(jb, args, len(ptrs)) + [begin, end])
         jb.ret_void()
-    _pack_and_run(b, job, ptrs, ir.Constant(lu.I64, max(1, min(nthreads, count))))
+    threads = max(1, min(nthreads, count))
+    shares = 1 if threads == 1 else min(count, SHARES_PER_THREAD * threads)
+    _pack_and_run(b, job, ptrs, ir.Constant(lu.I64, shares), ir.Constant(lu.I64, threads))
 
 
 def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs: int
@@ -116,6 +125,6 @@ def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs
     nt = b.select(b.icmp_signed("<", nt, ir.Constant(lu.I64, 1)), ir.Constant(lu.I64, 1), nt)
     nt = b.select(b.icmp_signed(">", nt, ir.Constant(lu.I64, MAX_THREADS)),
                   ir.Constant(lu.I64, MAX_THREADS), nt)
-    _pack_and_run(b, job, list(fn.args[:nptrs]), nt)
+    _pack_and_run(b, job, list(fn.args[:nptrs]), nt, nt)
     b.ret_void()
     return fn

@@ -2,29 +2,41 @@
 
 Kernels split over threads call
 
-    void xlc_pool_run(ptr job, ptr args, i64 n)
+    void xlc_pool_run_shares(ptr job, ptr args, i64 nshares, i64 nthreads)
 
-which runs `job(args, tid, n)` for tid = 0 .. n-1 and returns when all have finished: tid 0 on
-the calling thread, the others on the pool's worker threads (started on first use, one per
-extra share up to MAX_WORKERS, and kept for the life of the process). `job` must be safe to run
-concurrently for different tids.
+which runs `job(args, share, nshares)` for share = 0 .. nshares-1 on up to `nthreads` threads
+(the caller and nthreads-1 of the pool's workers, started on first use up to MAX_WORKERS and
+kept for the life of the process) and returns when all shares have finished. `job` must be
+safe to run concurrently for different shares. (`xlc_pool_run(job, args, n)` is the same with
+n shares on n threads, kept for code compiled before.)
 
 Why a pool: starting and joining pthreads for every kernel call costs 20-40 us, and on a VM the
 new thread often lands on an idle vCPU that takes 100+ us to wake up; a 2 MB kernel split over
 two fresh threads then ran 2x slower than on one (measured: tanh of 512K floats, 163 us on one
-thread, 319 us on two). Workers here spin for SPIN_NS after each job (so back-to-back kernels
-find them awake), then sleep on a futex.
+thread, 319 us on two).
+
+Why shares are taken, not assigned: any thread - the caller included - takes the next share
+until none is left. On a loaded machine (another process busy on a core) a worker may not run
+for milliseconds; with fixed shares per thread the caller then waited out the scheduler's time
+slice (a 25 us kernel took 2 ms). Now the caller simply runs the shares that nobody took, and
+only waits for shares a worker has started. Nobody spins long either: an idle worker spins
+SPIN_NS after a job (so the kernels of one call find it awake), then sleeps on a futex; a
+caller out of shares spins WAIT_SPIN_NS (calling `sched_yield`), then sleeps.
 
 Protocol (all shared words are 32- or 64-bit globals of the pool module; `seq_cst` atomics):
 * one caller at a time holds `lock` (compare-exchange); a caller that finds it taken (another
   Python thread, or a kernel called from inside a job) runs every share itself, in order - the
   result never depends on the pool;
-* every worker has a mailbox (its own cache line): a generation counter it waits on and a
-  flag saying it sleeps. The caller publishes job/args/n, sets `pending` to the number of
-  workers taking part (tid < n), bumps each of their generations and futex-wakes those that
-  sleep - only those, so a big pool never wakes a herd for a small job; each worker runs its
-  share, then decrements `pending`; the last one wakes the caller if it sleeps;
-* shares with no worker (thread creation failed) run on the caller after its own share;
+* each job gets a new epoch. The caller stores job and args, zeroes `done`, then publishes
+  `next` = (epoch << 32) | (nshares << 16) | 0; a share is claimed by a compare-exchange of
+  `next` that checks the epoch (`take_shares`), so a worker that wakes up after its job ended
+  claims nothing; job/args are read after a successful claim, when they cannot change;
+* every worker has a mailbox (its own cache line): the epoch it was last asked to help with,
+  and a flag saying it sleeps. The caller writes the new epoch into the mailboxes of the
+  workers taking part and futex-wakes those that sleep - only those, so a big pool never wakes
+  a herd for a small job;
+* every finished share increments `done`; the caller, when no share is left to claim, waits
+  for `done == nshares`; whoever finishes the last share wakes it if it sleeps;
 * after `fork()` the child has no workers: the pool notices the new pid and starts new ones.
 
 The pool is a run-time library (`xlc.codegen.runtime_lib`): compiled once per process (or linked
@@ -42,9 +54,18 @@ from xlc.codegen import llvm_utils as lu
 log = logging.getLogger("xlc.codegen")
 
 POOL_RUN = "xlc_pool_run"
+POOL_RUN_SHARES = "xlc_pool_run_shares"
 MAX_WORKERS = 63
-SPIN_NS = 1_000_000
-"""How long an idle worker (or a waiting caller) spins before it sleeps on a futex."""
+MAX_SHARES = 0xFFFF
+"""Shares of one job at most (the count is packed in 16 bits of the claim word)."""
+SPIN_NS = 50_000
+"""How long an idle worker spins (yielding now and then) before it sleeps on a futex: long
+enough that the kernels of one call find it awake, short enough that an idle worker does not
+take a loaded machine's CPU from the threads doing work."""
+WAIT_SPIN_NS = 20_000
+"""How long the caller, out of shares, spins for the shares still running on workers before
+it sleeps on a futex; it calls `sched_yield` while it spins, so a worker preempted on its CPU
+gets to finish its share."""
 
 _SYS_FUTEX = 202  # x86-64 Linux
 _FUTEX_WAIT_PRIVATE = 128
@@ -54,11 +75,14 @@ _CLOCK_MONOTONIC = 1
 JOB_TYPE = ir.FunctionType(lu.VOID, [lu.PTR, lu.I64, lu.I64])
 JOB_PTR = ir.PointerType(JOB_TYPE)  # prints as `ptr`; llvmlite needs the pointee to call it
 RUN_TYPE = ir.FunctionType(lu.VOID, [JOB_PTR, lu.PTR, lu.I64])
+RUN_SHARES_TYPE = ir.FunctionType(lu.VOID, [JOB_PTR, lu.PTR, lu.I64, lu.I64])
+
 
 def declare_pool_run(module: ir.Module) -> ir.Function:
-    """`xlc_pool_run` declared in `module` (once)."""
-    fn = module.globals.get(POOL_RUN)
-    return fn if fn is not None else ir.Function(module, RUN_TYPE, name=POOL_RUN)
+    """`xlc_pool_run_shares` declared in `module` (once)."""
+    fn = module.globals.get(POOL_RUN_SHARES)
+    return fn if fn is not None else ir.Function(module, RUN_SHARES_TYPE,
+                                                  name=POOL_RUN_SHARES)
 
 
 # ---- the pool module ----------------------------------------------------------------------
@@ -88,10 +112,12 @@ class _Pool:
         # mailbox t = [gen, sleeping, padding to 64 bytes]
         self.mail_ty = ir.ArrayType(ir.ArrayType(lu.I32, 16), MAX_WORKERS + 1)
         self.mail = word("mail", self.mail_ty, ir.Constant(self.mail_ty, None))
-        self.pending = word("pending", lu.I32, _i32(0))
+        self.next = word("next", lu.I64, _i64(0))
+        self.done = word("done", lu.I32, _i32(0))
+        self.caller_sleeping = word("caller_sleeping", lu.I32, _i32(0))
+        self.epoch = word("epoch", lu.I32, _i32(0))
         self.job = word("job", lu.PTR, ir.Constant(lu.PTR, None))
         self.args = word("args", lu.PTR, ir.Constant(lu.PTR, None))
-        self.n = word("n", lu.I64, _i64(0))
         self.workers = word("workers", lu.I64, _i64(0))
         self.pid = word("pid", lu.I32, _i32(0))
         decl = self._declare
@@ -101,12 +127,15 @@ class _Pool:
         self.create = decl("pthread_create",
                            ir.FunctionType(lu.I32, [lu.PTR, lu.PTR, lu.PTR, lu.PTR]))
         self.detach = decl("pthread_detach", ir.FunctionType(lu.I32, [lu.I64]))
+        self.sched_yield = decl("sched_yield", ir.FunctionType(lu.I32, []))
         self.now = self._now()
         self.wait = self._futex("wait")
         self.wake = self._futex("wake")
         self.spin_until = self._spin_until()
+        self.take_shares = self._take_shares()
         self.worker = self._worker()
         self.run = self._run()
+        self._run_compat()
 
     def _declare(self, name: str, ty: ir.FunctionType) -> ir.Function:
         return ir.Function(self.m, ty, name=name)
@@ -153,16 +182,18 @@ class _Pool:
         return fn
 
     def _spin_until(self) -> ir.Function:
-        """i32 spin_until(ptr word, i32 old, i1 changed): spin (SPIN_NS at most) until
-        `*word != old` (changed) or `*word == 0` (not changed); returns the last value read,
-        which still satisfies the wait condition when the time ran out."""
+        """i32 spin_until(ptr word, i32 value, i1 equal, i64 ns, i1 polite): spin until
+        `(*word == value) == equal`, for `ns` nanoseconds at most; when `polite`, offer the CPU
+        to other threads (`sched_yield`) every 64 pauses, so that a caller waiting here does
+        not hold up the worker it waits for when both land on one CPU. Returns the last value
+        read (which still fails the condition when the time ran out)."""
         fn, b = self._function("xlc_pool.spin_until",
-                               ir.FunctionType(lu.I32, [lu.PTR, lu.I32, lu.I1]))
-        word, old, changed = fn.args
+                               ir.FunctionType(lu.I32, [lu.PTR, lu.I32, lu.I1, lu.I64, lu.I1]))
+        word, value, equal, ns, polite = fn.args
         count = b.alloca(lu.I64)
         last = b.alloca(lu.I32)
         b.store(_i64(0), count)
-        deadline = b.add(b.call(self.now, []), _i64(SPIN_NS))
+        deadline = b.add(b.call(self.now, []), ns)
         loop = fn.append_basic_block("loop")
         spin = fn.append_basic_block("spin")
         check = fn.append_basic_block("check_time")
@@ -171,23 +202,64 @@ class _Pool:
         b.position_at_end(loop)
         v = b.load_atomic(word, "seq_cst", 4, typ=lu.I32)
         b.store(v, last)
-        stop = b.select(changed, b.icmp_unsigned("!=", v, old),
-                        b.icmp_unsigned("==", v, _i32(0)))
-        b.cbranch(stop, done, spin)
+        b.cbranch(b.icmp_unsigned("==", b.icmp_unsigned("==", v, value), equal), done, spin)
         b.position_at_end(spin)
         self._pause(b)
         c = b.add(b.load(count), _i64(1))
         b.store(c, count)
         b.cbranch(b.icmp_unsigned("==", b.and_(c, _i64(63)), _i64(0)), check, loop)
         b.position_at_end(check)
+        with b.if_then(polite):
+            b.call(self.sched_yield, [])
         b.cbranch(b.icmp_signed(">", b.call(self.now, []), deadline), done, loop)
         b.position_at_end(done)
         b.ret(b.load(last))
         return fn
 
+    def _take_shares(self) -> ir.Function:
+        """void take_shares(i32 epoch): claim and run shares of job `epoch` until none is left
+        (or another job is current), counting each finished share in `done`.
+
+        `next` packs (epoch << 32) | (n << 16) | index of the next unclaimed share; a share is
+        claimed by one compare-exchange that also checks the epoch, so a thread that wakes up
+        late can never claim a share of a job that has ended. `job` and `args` are read only
+        after a claim succeeded: the job cannot end (and they cannot change) before that
+        share is counted."""
+        fn, b = self._function("xlc_pool.take_shares", ir.FunctionType(lu.VOID, [lu.I32]))
+        epoch = b.zext(fn.args[0], lu.I64)
+        claim = fn.append_basic_block("claim")
+        check = fn.append_basic_block("check")
+        cas = fn.append_basic_block("cas")
+        run = fn.append_basic_block("run")
+        out = fn.append_basic_block("out")
+        b.branch(claim)
+        b.position_at_end(claim)
+        v = b.load_atomic(self.next, "seq_cst", 8, typ=lu.I64)
+        b.cbranch(b.icmp_unsigned("==", b.lshr(v, _i64(32)), epoch), check, out)
+        b.position_at_end(check)
+        index = b.and_(v, _i64(0xFFFF))
+        n = b.and_(b.lshr(v, _i64(16)), _i64(0xFFFF))
+        b.cbranch(b.icmp_unsigned("<", index, n), cas, out)
+        b.position_at_end(cas)
+        pair = b.cmpxchg(self.next, v, b.add(v, _i64(1)), "seq_cst", "seq_cst")
+        b.cbranch(b.extract_value(pair, 1), run, claim)
+        b.position_at_end(run)
+        job = b.load(self.job, typ=JOB_PTR)
+        b.call(job, [b.load(self.args, typ=lu.PTR), index, n])
+        before = b.atomic_rmw("add", self.done, _i32(1), "seq_cst")
+        last = b.icmp_unsigned("==", b.zext(b.add(before, _i32(1)), lu.I64), n)
+        with b.if_then(last):
+            asleep = b.load_atomic(self.caller_sleeping, "seq_cst", 4, typ=lu.I32)
+            with b.if_then(b.icmp_unsigned("!=", asleep, _i32(0))):
+                b.call(self.wake, [self.done, _i32(0)])
+        b.branch(claim)
+        b.position_at_end(out)
+        b.ret_void()
+        return fn
+
     def _worker(self) -> ir.Function:
         """ptr worker(ptr arg): the worker loop (never returns). `arg` packs the worker's tid
-        (low 8 bits) and the generation current when it was created (the rest): a worker that
+        (low 8 bits) and its mailbox's value when it was created (the rest): a worker that
         starts after its first job was published must still see that job as new."""
         fn, b = self._function("xlc_pool.worker", ir.FunctionType(lu.PTR, [lu.PTR]))
         arg = b.ptrtoint(fn.args[0], lu.I64)
@@ -202,7 +274,8 @@ class _Pool:
         b.branch(top)
         b.position_at_end(top)
         old = b.load(seen)
-        g = b.call(self.spin_until, [gen, old, ir.Constant(lu.I1, 1)])
+        g = b.call(self.spin_until, [gen, old, ir.Constant(lu.I1, 0), _i64(SPIN_NS),
+                                     ir.Constant(lu.I1, 0)])
         b.cbranch(b.icmp_unsigned("!=", g, old), work, sleep)
         b.position_at_end(sleep)
         b.store_atomic(_i32(1), sleeping, "seq_cst", 4)
@@ -213,41 +286,30 @@ class _Pool:
         b.branch(top)
         b.position_at_end(work)
         b.store(g, seen)
-        n = b.load(self.n, typ=lu.I64)
-        with b.if_then(b.icmp_signed("<", tid, n)):  # a share of this job is ours
-            job = b.load(self.job, typ=JOB_PTR)
-            b.call(job, [b.load(self.args, typ=lu.PTR), tid, n])
-            before = b.atomic_rmw("sub", self.pending, _i32(1), "seq_cst")
-            with b.if_then(b.icmp_unsigned("==", before, _i32(1))):
-                b.call(self.wake, [self.pending, _i32(0)])
+        b.call(self.take_shares, [g])  # the mailbox holds the epoch of the job to help with
         b.branch(top)
         return fn
 
     def _run(self) -> ir.Function:
-        """void xlc_pool_run(ptr job, ptr args, i64 n) (see the module docstring)."""
-        fn = ir.Function(self.m, RUN_TYPE, name=POOL_RUN)
+        """void xlc_pool_run_shares(ptr job, ptr args, i64 nshares, i64 nthreads) (see the
+        module docstring)."""
+        fn = ir.Function(self.m, RUN_SHARES_TYPE, name=POOL_RUN_SHARES)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        job, args, n = fn.args
+        job, args, n, nthreads = fn.args
         n = b.select(b.icmp_signed("<", n, _i64(1)), _i64(1), n)
-
-        def call_job(t: ir.Value) -> None:
-            b.call(job, [args, t, n])
-
-        one = fn.append_basic_block("one")
+        n = b.select(b.icmp_signed(">", n, _i64(MAX_SHARES)), _i64(MAX_SHARES), n)
+        nthreads = b.select(b.icmp_signed(">", nthreads, n), n, nthreads)
         several = fn.append_basic_block("several")
         alone = fn.append_basic_block("alone")
         pooled = fn.append_basic_block("pooled")
-        b.cbranch(b.icmp_signed("==", n, _i64(1)), one, several)
-        b.position_at_end(one)
-        call_job(_i64(0))
-        b.ret_void()
+        b.cbranch(b.icmp_signed("<=", nthreads, _i64(1)), alone, several)
         b.position_at_end(several)
         pair = b.cmpxchg(self.lock, _i32(0), _i32(1), "seq_cst", "seq_cst")
         b.cbranch(b.extract_value(pair, 1), pooled, alone)
-        # The pool is busy: every share on this thread, in order.
+        # One thread, or the pool is busy: every share on this thread, in order.
         b.position_at_end(alone)
         with lu.for_range(b, n, name="inline") as t:
-            call_job(t)
+            b.call(job, [args, t, n])
         b.ret_void()
         # Start the workers that are missing (or all of them in a forked child).
         b.position_at_end(pooled)
@@ -255,7 +317,7 @@ class _Pool:
         with b.if_then(b.icmp_unsigned("!=", pid, b.load(self.pid, typ=lu.I32))):
             b.store(_i64(0), self.workers)
             b.store(pid, self.pid)
-        want = b.sub(n, _i64(1))
+        want = b.sub(nthreads, _i64(1))
         want = b.select(b.icmp_signed(">", want, _i64(MAX_WORKERS)), _i64(MAX_WORKERS), want)
         with b.goto_entry_block():
             handle = b.alloca(lu.I64)
@@ -279,39 +341,54 @@ class _Pool:
             b.call(self.detach, [b.load(handle, typ=lu.I64)])
             b.store(b.add(have, _i64(1)), self.workers)
         b.cbranch(ok, grow, ready)
-        # Publish the job and wake the workers.
+        # Publish the job (a new epoch) and wake the workers taking part.
         b.position_at_end(ready)
-        have = b.load(self.workers, typ=lu.I64)  # workers with tid < n take part
+        have = b.load(self.workers, typ=lu.I64)
         workers = b.select(b.icmp_signed("<", have, want), have, want)
         b.store(job, self.job)
         b.store(args, self.args)
-        b.store(n, self.n)
-        any_workers = b.icmp_signed(">", workers, _i64(0))
-        b.store_atomic(b.trunc(workers, lu.I32), self.pending, "seq_cst", 4)
+        b.store_atomic(_i32(0), self.done, "seq_cst", 4)
+        epoch = b.add(b.load(self.epoch, typ=lu.I32), _i32(1))
+        epoch = b.select(b.icmp_unsigned("==", epoch, _i32(0)), _i32(1), epoch)
+        b.store(epoch, self.epoch)
+        b.store_atomic(b.or_(b.shl(b.zext(epoch, lu.I64), _i64(32)), b.shl(n, _i64(16))),
+                       self.next, "seq_cst", 8)
         with lu.for_range(b, b.add(workers, _i64(1)), start=_i64(1), name="notify") as t:
             gen = self._mail(b, t, 0)
-            b.atomic_rmw("add", gen, _i32(1), "seq_cst")
+            b.store_atomic(epoch, gen, "seq_cst", 4)
             asleep = b.load_atomic(self._mail(b, t, 1), "seq_cst", 4, typ=lu.I32)
             with b.if_then(b.icmp_unsigned("!=", asleep, _i32(0))):
                 b.call(self.wake, [gen, _i32(0)])
-        call_job(_i64(0))
-        # Shares with no worker (thread creation failed) run here.
-        with lu.for_range(b, n, start=b.add(workers, _i64(1)), name="rest") as t:
-            call_job(t)
-        # Wait for the workers.
-        with b.if_then(any_workers):
-            waiting = b.append_basic_block("waiting")
-            sleeping = b.append_basic_block("sleeping")
-            finished = b.append_basic_block("finished")
-            b.branch(waiting)
-            b.position_at_end(waiting)
-            left = b.call(self.spin_until, [self.pending, _i32(0), ir.Constant(lu.I1, 0)])
-            b.cbranch(b.icmp_unsigned("==", left, _i32(0)), finished, sleeping)
-            b.position_at_end(sleeping)
-            b.call(self.wait, [self.pending, left])
-            b.branch(waiting)
-            b.position_at_end(finished)
+        # Run shares here too, then wait for the shares still running on workers.
+        b.call(self.take_shares, [epoch])
+        n32 = b.trunc(n, lu.I32)
+        waiting = b.append_basic_block("waiting")
+        sleeping = b.append_basic_block("sleeping")
+        finished = b.append_basic_block("finished")
+        b.branch(waiting)
+        b.position_at_end(waiting)
+        left = b.call(self.spin_until, [self.done, n32, ir.Constant(lu.I1, 1),
+                                        _i64(WAIT_SPIN_NS), ir.Constant(lu.I1, 1)])
+        b.cbranch(b.icmp_unsigned("==", left, n32), finished, sleeping)
+        b.position_at_end(sleeping)
+        b.store_atomic(_i32(1), self.caller_sleeping, "seq_cst", 4)
+        now_done = b.load_atomic(self.done, "seq_cst", 4, typ=lu.I32)
+        with b.if_then(b.icmp_unsigned("!=", now_done, n32)):
+            b.call(self.wait, [self.done, now_done])
+        b.store_atomic(_i32(0), self.caller_sleeping, "seq_cst", 4)
+        b.branch(waiting)
+        b.position_at_end(finished)
         b.store_atomic(_i32(0), self.lock, "seq_cst", 4)
+        b.ret_void()
+        return fn
+
+    def _run_compat(self) -> ir.Function:
+        """void xlc_pool_run(ptr job, ptr args, i64 n): n shares on up to n threads (the entry
+        point of code compiled before `xlc_pool_run_shares`; cached objects still call it)."""
+        fn = ir.Function(self.m, RUN_TYPE, name=POOL_RUN)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        job, args, n = fn.args
+        b.call(self.run, [job, args, n, n])
         b.ret_void()
         return fn
 
