@@ -392,3 +392,97 @@ def test_viz_writes_svg_with_graphviz(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     svg = out.read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and 'class="cluster"' in svg
+
+
+# ---- no tracebacks without --debug -------------------------------------------------------------
+def _call_chain(n: int) -> str:
+    """An HLO module whose entry calls c0, which calls c1, ... c{n-1} (negate): n deep."""
+    lines = ["HloModule chain", ""]
+    for i in range(n):
+        body = f"call(p), to_apply=c{i + 1}" if i + 1 < n else "negate(p)"
+        lines += [f"c{i} {{", "  p = f32[] parameter(0)", f"  ROOT r = f32[] {body}", "}", ""]
+    lines += ["ENTRY main {", "  p = f32[] parameter(0)", "  ROOT r = f32[] call(p), to_apply=c0",
+              "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    return r.stderr.rstrip("\n")
+
+
+def test_a_huge_shape_is_one_line_out_of_memory(tmp_path: Path):
+    (tmp_path / "huge.hlo").write_text(
+        "HloModule huge\n\nENTRY main {\n  c = f32[] constant(1)\n"
+        "  ROOT b = f32[70368744177664] broadcast(c), dimensions={}\n}\n")  # 256 TiB
+    line = _one_line(xlc("run", "huge.hlo", cwd=tmp_path))
+    assert line == ("xlc run: error: out of memory: Unable to allocate 256. TiB for an array "
+                    "with shape (70368744177680,) and data type float32; run with --debug for "
+                    "the traceback")
+
+
+def test_call_chains_1000_deep_run_and_deeper_ones_are_one_line(tmp_path: Path, capsys,
+                                                                 monkeypatch):
+    from xlc import cli
+    from xlc.hlo.evaluator import evaluate
+    from xlc.hlo.parser import parse_module
+
+    (tmp_path / "deep.hlo").write_text(_call_chain(1000))
+    np.savez(tmp_path / "in.npz", in0=np.float32(2.5))
+    r = xlc("run", "deep.hlo", "--inputs", "in.npz", "--output", "out.npz", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = cli.run_deep(lambda: evaluate(parse_module(_call_chain(1000)), [np.float32(2.5)]))
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["out0"], want)
+    monkeypatch.setattr(cli, "RECURSION_LIMIT", 300)  # past the limit: one line
+    monkeypatch.setattr(sys, "getrecursionlimit", lambda: 300)
+    assert cli.main(["hlo", str(tmp_path / "deep.hlo")]) == 1
+    assert capsys.readouterr().err == (
+        "xlc hlo: error: the program is nested too deeply for xlc (calls, control flow or "
+        "operand chains past the recursion limit of 300 frames); run with --debug for the "
+        "traceback\n")
+
+
+def test_negative_reduce_precision_bits_are_one_line(tmp_path: Path):
+    (tmp_path / "rp.hlo").write_text(
+        "HloModule rp\n\nENTRY main {\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] "
+        "reduce-precision(p), exponent_bits=8, mantissa_bits=-3\n}\n")
+    np.savez(tmp_path / "in.npz", in0=np.ones(4, np.float32))
+    for backend in ("cpu", "interpreter"):
+        line = _one_line(xlc("run", "rp.hlo", "--inputs", "in.npz", "--backend", backend,
+                             cwd=tmp_path))
+        assert line == ("rp.hlo:5:3: instruction 'r' in computation 'main': reduce-precision "
+                        "needs mantissa_bits >= 0: got -3")
+
+
+def test_npy_and_object_array_inputs_are_one_line(tmp_path: Path):
+    (tmp_path / "neg.hlo").write_text("HloModule neg\n\nENTRY main {\n  p = f32[4] "
+                                      "parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n")
+    np.save(tmp_path / "in.npy", np.ones(4, np.float32))
+    np.savez(tmp_path / "obj.npz", in0=np.array([1, "a", None, 2.0], dtype=object))
+    line = _one_line(xlc("run", "neg.hlo", "--inputs", "in.npy", cwd=tmp_path))
+    assert line == ("xlc run: error: in.npy: a .npy file holds one unnamed array; pass an .npz "
+                    "with keys in0..in0 (numpy.savez(path, in0=...))")
+    line = _one_line(xlc("run", "neg.hlo", "--inputs", "obj.npz", cwd=tmp_path))
+    assert line == ("xlc run: error: obj.npz: input in0 is an array of Python objects; inputs "
+                    "must be numeric arrays")
+
+
+def test_internal_errors_are_one_line_unless_debug(tmp_path: Path, capsys, monkeypatch):
+    from xlc import cli
+
+    def broken(args: object) -> int:
+        raise KeyError("entry")
+
+    monkeypatch.setattr(cli, "cmd_hlo", broken)
+    assert cli.main(["hlo", "x.hlo"]) == 1
+    assert capsys.readouterr().err == ("xlc hlo: internal error: KeyError: 'entry'; run with "
+                                       "--debug for the traceback\n")
+    with pytest.raises(KeyError):
+        cli.main(["--debug", "hlo", "x.hlo"])
+    (tmp_path / "bad.py").write_text("def f(x):\n    return x.no_such_method()\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compile", "bad:f", "--arg", "f32[4]", "-o", "b.xlc"]) == 1
+    assert capsys.readouterr().err == (
+        "xlc compile: error: bad:f raised AttributeError while being traced: 'Tracer' object "
+        "has no attribute 'no_such_method'\n")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from xlc.cli_commands import (
     UsageError,
@@ -26,8 +29,12 @@ from xlc.errors import ParseError, XlcError
 log = logging.getLogger("xlc.cli")
 
 BACKENDS = ("interpreter", "cpu", "gpu")
+# The verbs run on a thread with this stack and recursion limit (see `run_deep`).
+STACK_BYTES = 512 << 20
+RECURSION_LIMIT = 50_000
 
-__all__ = ["BACKENDS", "UsageError", "build_parser", "main"]
+__all__ = ["BACKENDS", "RECURSION_LIMIT", "STACK_BYTES", "UsageError", "build_parser",
+           "internal_error_line", "main", "run_deep"]
 
 
 def _add_hlo(sub: argparse._SubParsersAction) -> None:
@@ -149,7 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(run_deep(args.func, args) or 0)
+        _flush_stdout()
+        return code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"xlc {args.verb}: interrupted\n")
+        return 130
     except UsageError as e:
         if args.debug:
             raise
@@ -169,12 +181,89 @@ def main(argv: Sequence[str] | None = None) -> int:
                          else f"xlc {args.verb}: error: {first}\n")
         return 1
     except BrokenPipeError:
+        _silence_stdout()
         return 0
     except OSError as e:  # unwritable output, full disk, ...
         if args.debug:
             raise
         sys.stderr.write(f"xlc {args.verb}: error: {e}\n")
         return 1
+    except Exception as e:  # an internal error: one line, the traceback only with --debug
+        if args.debug:
+            raise
+        sys.stderr.write(f"xlc {args.verb}: {internal_error_line(e)}\n")
+        return 1
+
+
+def run_deep(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on a thread with a `STACK_BYTES` stack and the recursion limit raised to
+    `RECURSION_LIMIT` (while it runs), so that programs nested or chained thousands deep
+    (call chains, nested control flow) compile and run instead of hitting Python's default
+    limit of 1000 frames. Returns its result or re-raises its exception here."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = fn(*args)
+        except BaseException as e:  # re-raised in the calling thread
+            result["error"] = e
+
+    old_limit = sys.getrecursionlimit()
+    try:
+        old_size = threading.stack_size(STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform without settable thread stacks
+        return fn(*args)
+    try:
+        worker = threading.Thread(target=target, name="xlc-cli", daemon=True)
+        sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
+        worker.start()
+    finally:
+        threading.stack_size(old_size)
+    try:
+        worker.join()
+    finally:
+        sys.setrecursionlimit(old_limit)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def internal_error_line(e: BaseException) -> str:
+    """The one line the CLI prints for an exception that is not an XlcError: what went wrong
+    in words a user can act on, and the hint to rerun with --debug for the traceback."""
+    hint = "; run with --debug for the traceback"
+    first = (str(e).splitlines() or [""])[0].strip()
+    if isinstance(e, MemoryError):
+        return f"error: out of memory{': ' + first if first else ''}{hint}"
+    if isinstance(e, RecursionError):
+        return ("error: the program is nested too deeply for xlc (calls, control flow or "
+                f"operand chains past the recursion limit of {RECURSION_LIMIT} frames)"
+                f"{hint}")
+    return f"internal error: {type(e).__name__}{': ' + first if first else ''}{hint}"
+
+
+def _flush_stdout() -> None:
+    """Flush stdout inside the error handling, so a failed write (a full disk, a closed
+    pipe) is an error of the command rather than a message at interpreter exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _silence_stdout()
+        raise OSError(e.errno, f"cannot write to stdout: {e.strerror}") from None
+
+
+def _silence_stdout() -> None:
+    """Point the process's stdout at /dev/null so the interpreter's final flush of data that
+    could not be written stays quiet (Python's advice for broken pipes)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (captured output)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

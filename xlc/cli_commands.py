@@ -73,9 +73,12 @@ def load_inputs(path: str | None, n_params: int) -> list[np.ndarray]:
     if not Path(path).exists():
         raise ArgumentError(f"{path}: no such file")
     try:
-        z = np.load(path)
+        z = np.load(path)  # allow_pickle=False: object arrays are refused below
     except Exception as e:  # numpy raises several unrelated types for bad files
         raise ArgumentError(f"{path}: not a readable .npz file ({e})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):  # a .npy file: one bare array
+        raise ArgumentError(f"{path}: a .npy file holds one unnamed array; pass an .npz with "
+                            f"keys in0..in{max(n_params - 1, 0)} (numpy.savez(path, in0=...))")
     with z:
         keys = set(z.files)
         missing = [f"in{i}" for i in range(n_params) if f"in{i}" not in keys]
@@ -86,7 +89,21 @@ def load_inputs(path: str | None, n_params: int) -> list[np.ndarray]:
         if extra:
             raise ArgumentError(f"{path}: unexpected key(s) {', '.join(extra)}; the module takes "
                                 f"{n_params} parameter(s) (keys in0..in{n_params - 1})")
-        return [z[f"in{i}"] for i in range(n_params)]
+        return [_npz_array(z, f"in{i}", path) for i in range(n_params)]
+
+
+def _npz_array(z: Any, key: str, path: str) -> np.ndarray:
+    """Array `key` of an open .npz; ArgumentError for object arrays (which would need
+    pickle) and unreadable members."""
+    try:
+        return np.asarray(z[key])
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise ArgumentError(f"{path}: input {key} is an array of Python objects; inputs "
+                                "must be numeric arrays") from None
+        raise ArgumentError(f"{path}: input {key} cannot be read ({e})") from None
+    except Exception as e:  # a damaged member: zipfile, zlib and numpy's own errors
+        raise ArgumentError(f"{path}: input {key} cannot be read ({e})") from None
 
 
 def flatten(result: object) -> list[np.ndarray]:
@@ -306,7 +323,15 @@ def compile_input(args: argparse.Namespace) -> Any:
                         tuple(fn.donate_argnums), opts.backend, opts)
     else:
         jitted = Jitted(fn, (), tuple(statics), (), opts.backend, opts)
-    return jitted.lower(*specs, **statics).compile()
+    try:
+        lowered = jitted.lower(*specs, **statics)
+    except (XlcError, MemoryError, RecursionError):
+        raise
+    except Exception as e:  # raised by the user's function (or under it) while tracing
+        first = (str(e).splitlines() or [""])[0]
+        raise ArgumentError(f"{args.input} raised {type(e).__name__} while being traced"
+                            f"{': ' + first if first else ''}") from e
+    return lowered.compile()
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
