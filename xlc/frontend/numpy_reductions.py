@@ -2,7 +2,9 @@
 with keepdims, cumulative sums/products via reduce-window, sort/argsort via HLO sort.
 
 Result dtypes follow JAX: sum/prod of bool and of integers narrower than 32 bits accumulate in
-s32 (u32 for unsigned); mean/var/std of integers are f32.
+s32 (u32 for unsigned); mean/var/std of integers are f32. As in `jax.numpy`, sum/prod/mean/var
+with an f16/bf16 result compute in f32 (convert, reduce, divide, convert back), so neither the
+accumulation nor the element count (65,504 is f16's largest) is held in 16 bits.
 """
 from __future__ import annotations
 
@@ -51,13 +53,24 @@ def _accum_type(pt: PT) -> PT:
     return pt
 
 
+def _compute_type(pt: PT) -> PT:
+    """The type jax.numpy's sum/prod/mean/var compute a `pt` result in: f32 for f16/bf16."""
+    return PT.F32 if pt in (PT.F16, PT.BF16) else pt
+
+
 def _monoid(x: Any, axis: Any, keepdims: bool, opcode: Opcode, init: Any, op: str,
-            ptype: PT | None = None) -> Tracer:
+            ptype: PT | None = None, upcast: bool = False) -> Tracer:
+    """Reduce `x` over `axis` with `opcode`, giving a `ptype` result (default: x's type); with
+    `upcast`, a 16-bit float result is computed in f32 (jax.numpy's sum and prod)."""
     t = as_tracer(x)
-    if ptype is not None and ptype is not t.ptype:
-        t = _lax.convert_element_type(t, ptype)
+    result = ptype if ptype is not None else t.ptype
+    compute = _compute_type(result) if upcast else result
+    if compute is not t.ptype:
+        t = _lax.convert_element_type(t, compute)
     axes = _axes(axis, t.ndim, op)
     r = _lax.reduce(t, np.asarray(init, t.dtype), opcode, axes)
+    if result is not compute:
+        r = _lax.convert_element_type(r, result)
     return _keep(t, r, axes, keepdims)
 
 
@@ -66,7 +79,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> 
     """Sum over `axis` (all axes by default)."""
     t = as_tracer(a)
     pt = dtypes.to_ptype(dtype) if dtype is not None else _accum_type(t.ptype)
-    return _monoid(t, axis, keepdims, Opcode.ADD, 0, "sum", pt)
+    return _monoid(t, axis, keepdims, Opcode.ADD, 0, "sum", pt, upcast=True)
 
 
 @eager_ok
@@ -74,7 +87,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     """Product over `axis`."""
     t = as_tracer(a)
     pt = dtypes.to_ptype(dtype) if dtype is not None else _accum_type(t.ptype)
-    return _monoid(t, axis, keepdims, Opcode.MULTIPLY, 1, "prod", pt)
+    return _monoid(t, axis, keepdims, Opcode.MULTIPLY, 1, "prod", pt, upcast=True)
 
 
 def _lowest(pt: PT) -> Any:
@@ -141,15 +154,17 @@ def all(a: Any, axis: Any = None, keepdims: bool = False) -> Tracer:  # noqa: A0
 
 @eager_ok
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tracer:
-    """Arithmetic mean over `axis` (integers average in f32)."""
+    """Arithmetic mean over `axis` (integers average in f32, f16/bf16 in f32 then rounded)."""
     t = as_tracer(a)
     pt = dtypes.to_ptype(dtype) if dtype is not None else dtypes.canonical_float(t.ptype)
+    compute = _compute_type(pt)
     axes = _axes(axis, t.ndim, "mean")
     n = int(np.prod([t.shape[i] for i in axes], dtype=np.int64))
-    s = sum(_lax.convert_element_type(t, pt), axis=axes, keepdims=keepdims)
+    s = sum(_lax.convert_element_type(t, compute), axis=axes, keepdims=keepdims)
     from xlc.frontend.numpy_api import true_divide
 
-    return true_divide(s, np.asarray(n, pt.dtype))
+    m = true_divide(s, np.asarray(n, compute.dtype))
+    return m if compute is pt else _lax.convert_element_type(m, pt)
 
 
 @eager_ok
@@ -159,12 +174,14 @@ def var(a: Any, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Trac
 
     t = as_tracer(a)
     pt = dtypes.canonical_float(t.ptype)
-    t = _lax.convert_element_type(t, pt)
+    compute = _compute_type(pt)
+    t = _lax.convert_element_type(t, compute)
     axes = _axes(axis, t.ndim, "var")
     n = int(np.prod([t.shape[i] for i in axes], dtype=np.int64))
     d = subtract(t, mean(t, axis=axes, keepdims=True))
     s = sum(multiply(d, d), axis=axes, keepdims=keepdims)
-    return true_divide(s, np.asarray(_builtin_max(n - ddof, 0), pt.dtype))
+    v = true_divide(s, np.asarray(_builtin_max(n - ddof, 0), compute.dtype))
+    return v if compute is pt else _lax.convert_element_type(v, pt)
 
 
 @eager_ok

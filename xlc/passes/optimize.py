@@ -38,6 +38,7 @@ from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_
 from xlc.passes.row_fusion import RowFusion
 from xlc.passes.scheduler import MemoryScheduler
 from xlc.passes.transpose_folding import TransposeFolding
+from xlc.passes.widen_reductions import WidenNarrowReductions
 
 log = logging.getLogger("xlc.passes.optimize")
 
@@ -54,6 +55,10 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
     passes: list[HloPass | FixedPoint] = []
     # Inline calls and simplify to a fixed point first: fusion decisions need the final graph.
     passes += simplification_passes(options)
+    # f16/bf16 add/multiply reductions accumulate in f32 (the evaluator's and jax.numpy's
+    # semantics); after simplification, whose rewrites can create reductions, and before
+    # fusion, which puts the converts it adds into the reduction's kernel.
+    passes.append(WidenNarrowReductions())
     # Transposes feeding a dot become its dimension numbers (never materialized); before
     # fusion, which would otherwise leave them as standalone copies.
     passes.append(TransposeFolding())
