@@ -74,7 +74,13 @@ class InterpreterExecutable:
         from xlc.hlo.evaluator import evaluate
 
         assert self.module.entry is not None and self.module.entry.root is not None
-        result = evaluate(self.module, flat_args)
+        args: list[Any] = []  # tuple-shaped parameters arrive as their leaves, in order
+        for p in self.module.entry.parameters:
+            n = sum(1 for _ in p.shape.leaves())
+            leaves, flat_args = flat_args[:n], flat_args[n:]
+            args.append(pytree.unflatten(shape_tree(p.shape), leaves) if p.shape.is_tuple
+                        else leaves[0])
+        result = evaluate(self.module, args)
         return _flatten_value(result, self.module.entry.root.shape)
 
 
@@ -164,9 +170,12 @@ class Compiled:
         self.backend = backend
         self.name = name or module.name
         params = module.entry.parameters
+        # HLO modules take one argument per entry parameter; a tuple-shaped parameter takes a
+        # (nested) Python tuple, checked and passed to the backend as its leaves in order.
         self.in_avals: list[Aval] = list(in_avals) if in_avals is not None else [
-            Aval(p.shape.element_type, p.shape.dims) if p.shape.is_array else None  # type: ignore
-            for p in params]
+            Aval(leaf.element_type, leaf.dims) if leaf.is_array else None  # type: ignore
+            for p in params for _, leaf in p.shape.leaves()]
+        self._param_trees = [shape_tree(p.shape) for p in params]
         self.in_tree = in_tree
         self.out_tree = out_tree or shape_tree(module.entry.root.shape)
         self.arg_names = list(arg_names or [])
@@ -224,11 +233,21 @@ class Compiled:
             if kwargs:
                 raise ArgumentError(f"{self.name}: keyword arguments are not accepted by a "
                                     "compiled HLO module")
-            if len(args) != len(self.in_avals):
-                raise ArgumentError(f"{self.name}: expected {len(self.in_avals)} arguments, "
-                                    f"got {len(args)}")
-            return [convert_arg(a, av, f"{self.name}: {self._label(i)}")
-                    for i, (a, av) in enumerate(zip(args, self.in_avals))]
+            if len(args) != len(self._param_trees):
+                raise ArgumentError(f"{self.name}: expected {len(self._param_trees)} "
+                                    f"arguments, got {len(args)}")
+            if all(td.kind == "leaf" for td in self._param_trees):  # no tuple parameters
+                return [convert_arg(a, av, f"{self.name}: {self._label(i)}")
+                        for i, (a, av) in enumerate(zip(args, self.in_avals))]
+            flat: list[Any] = []
+            for i, (a, td) in enumerate(zip(args, self._param_trees)):
+                got, got_td = pytree.flatten(a)
+                if got_td != td:
+                    raise ArgumentError(f"{self.name}: {self._label(i)} has pytree structure "
+                                        f"{got_td}, expected {td} (the parameter's tuple shape)")
+                flat += got
+            return [convert_arg(x, av, f"{self.name}: argument leaf {k}")
+                    for k, (x, av) in enumerate(zip(flat, self.in_avals))]
         arg_td, kw_td = self.in_tree.children
         if len(args) != len(arg_td.children):
             raise ArgumentError(f"{self.name}: expected {len(arg_td.children)} positional "

@@ -317,15 +317,6 @@ ENTRY %main (a: f32[1,8,8,4], k: f32[3,3,2,6]) -> f32[1,8,8,6] {
       dim_labels=b01f_01io->b01f, feature_group_count=3
 }""", "instruction 'c' in computation 'main': convolution: input features must equal kernel input "
       "features x feature_group_count (3), got lhs f32[1,8,8,4] and rhs f32[3,3,2,6]"),
-    "called_count": ("""HloModule m
-%f (x: f32[]) -> f32[] {
-  ROOT %x = f32[] parameter(0)
-}
-ENTRY %main (a: f32[4]) -> f32[4] {
-  %a = f32[4]{0} parameter(0)
-  ROOT %n = f32[4]{0} negate(%a), to_apply=%f
-}""", "instruction 'n' in computation 'main': wrong number of called computations: expected 0, "
-      "got 'f'"),
 }
 
 

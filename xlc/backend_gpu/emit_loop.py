@@ -52,6 +52,8 @@ VECTOR_BYTES = 16
 
 
 def _vector_width(shape: Shape, outs: list[Shape]) -> int:
+    if any(element_type(s, "output").is_complex for s in outs):
+        return 1  # complex values are {re, im} structs, which LLVM vectors cannot hold
     widest = max(element_type(s, "output").byte_size for s in outs)
     vec = VECTOR_BYTES // widest if widest <= VECTOR_BYTES else 1
     n = shape.num_elements
@@ -117,7 +119,7 @@ def _install_vector_reads(k: GpuKernel, gen: LeafEmitter, params: list[HloInstru
         p = params[n]
         lane = lane_of.get(id(idx.linear)) if isinstance(idx, IrIndex) else None
         if lane is None or not p.shape.is_array or (tuple(p.shape.dims), _m2m(p.shape)) != key \
-                or k.slice(p).offset % VECTOR_BYTES:
+                or k.slice(p).offset % VECTOR_BYTES or element_type(p.shape, p.name).is_complex:
             return scalar_read(n, idx)
         vecval = loaded.get(n)
         if vecval is None:

@@ -301,8 +301,13 @@ class ElementalIrEmitter:
             ok = b.and_(ok, b.icmp_signed("<", t, i64(op.shape.dims[d])))
             in_bounds = b.and_(in_bounds, ok)
             src.append(_clamp(b, t, 0, op.shape.dims[d] - 1))
-        value = self.generate(op, src)
-        pad_value = self.generate(inst.operands[1], [])
+        # XLA allows a float pad value of another precision; the result has the wider type
+        pad = inst.operands[1]
+        et, src_et, pad_et = (inst.shape.element_type, op.shape.element_type,
+                              pad.shape.element_type)
+        assert et is not None and src_et is not None and pad_et is not None
+        value = convert_value(b, self.generate(op, src), src_et, et)
+        pad_value = convert_value(b, self.generate(pad, []), pad_et, et)
         return b.select(in_bounds, value, pad_value)
 
     def _concatenate(self, inst: HloInstruction, index: Index) -> ir.Value:

@@ -150,7 +150,7 @@ def _scatter(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> Any:
     batch_shape = idx.shape[:-1]
     window_operand_dims = [d for d in range(rank) if d not in inserted and d not in in_batch]
     # Per update element: its scatter (batch) coordinate and its window coordinate.
-    ucoords = np.indices(upd.shape, sparse=False).reshape(upd.ndim, -1)
+    ucoords = np.indices(upd.shape, sparse=False).reshape(upd.ndim, upd.size)  # scalar: (0, 1)
     bcoord = tuple(ucoords[d] for d in scatter_dims)
     flat_batch = (np.ravel_multi_index(bcoord, batch_shape) if batch_shape
                   else np.zeros(ucoords.shape[1], dtype=np.int64))

@@ -241,8 +241,9 @@ def _concatenate(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndar
 
 
 def _pad(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndarray:
-    value = np.asarray(ops[1]).reshape(())
-    return pad_array(np.asarray(ops[0]), value, inst.attrs["padding"].dims)
+    dt = inst.shape.dtype  # operand and pad value may be floats of different precision
+    value = np.asarray(ops[1]).reshape(()).astype(dt)
+    return pad_array(np.asarray(ops[0]).astype(dt, copy=False), value, inst.attrs["padding"].dims)
 
 
 def _reverse(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndarray:

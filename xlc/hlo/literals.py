@@ -14,9 +14,12 @@ from xlc.hlo.lexer import Cursor
 from xlc.hlo.shape import PrimitiveType, Shape
 
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_LIT_TOKEN = re.compile(r"[{}]|[^\s{},]+")
+# A complex element is one token: `(re, im)` (each part may be a `nan(0x..)` payload).
+_PAREN = r"\((?:[^()]|\([^()]*\))*\)"
+_LIT_TOKEN = re.compile(r"[{}]|" + _PAREN + r"|[^\s{},]+")
 _ELIDED = re.compile(r"\{\s*\.\.\.\s*\}")
-_SCALAR = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|[^\s,(){}]+")
+_SCALAR = re.compile(r"-?nan\(0x[0-9a-fA-F]+\)|" + _PAREN + r"|[^\s,(){}]+")
+_COMPLEX = re.compile(r"\(\s*([^\s,]+)\s*,\s*([^\s,]+)\s*\)$")
 _NAN_PAYLOAD = re.compile(r"(-?)nan\(0x([0-9a-fA-F]+)\)$")
 
 
@@ -106,6 +109,8 @@ def _convert(cur: Cursor, values: list[tuple[str, int]], shape: Shape) -> np.nda
             return np.array(ints, dtype=et.dtype)
         if et.is_float:
             return _floats(values, et)
+        if et.is_complex:
+            return _complexes(values, et)
     except ValueError:
         pass
     else:
@@ -117,6 +122,8 @@ def _convert(cur: Cursor, values: list[tuple[str, int]], shape: Shape) -> np.nda
                 _pred(tok)
             elif et.is_integer:
                 int(tok)
+            elif et.is_complex:
+                _complex(tok)
             else:
                 _float(tok)
         except ValueError:
@@ -139,6 +146,27 @@ def _float(tok: str) -> float:
     if tok[-1:].isalpha() and tok.lower().lstrip("+-") not in ("inf", "nan", "infinity"):
         raise ValueError(tok)
     return float(tok)
+
+
+def _complex(tok: str) -> tuple[float, float]:
+    """`(re, im)` as XLA prints a c64/c128 element; a bare real number has imaginary part 0."""
+    m = _COMPLEX.match(tok)
+    if m is None:
+        if tok.startswith("("):
+            raise ValueError(tok)
+        return _float(tok), 0.0
+    return _float(m.group(1)), _float(m.group(2))
+
+
+def _complexes(values: list[tuple[str, int]], et: PrimitiveType) -> np.ndarray:
+    parts = np.array([_complex(t) for t, _ in values], dtype=np.float64).reshape(-1, 2)
+    part = np.float32 if et is PrimitiveType.C64 else np.float64
+    with np.errstate(over="ignore"):
+        re_im = parts.astype(part)
+    out = np.empty(len(values), dtype=et.dtype)
+    out.real = re_im[:, 0]
+    out.imag = re_im[:, 1]
+    return out
 
 
 def _floats(values: list[tuple[str, int]], et: PrimitiveType) -> np.ndarray:

@@ -6,9 +6,11 @@
     instruction ::= ['ROOT'] name '=' shape opcode '(' operands ')' (',' key '=' value)*
 
 `parse_module(text)` returns an `HloModule`; malformed text raises `ParseError` carrying the
-1-based line and column of the offending token. Typed attributes follow `xlc.hlo.attrs`; unknown
-attributes are kept as raw text in `inst.extra`. Called computations may be referenced before
-their definition; the module's computation list is reordered so callees come first.
+1-based line and column of the offending token. Typed attributes follow `xlc.hlo.attrs`; other
+attributes XLA knows for the opcode (`metadata`, `backend_config`, ...; `xlc.hlo.attr_keys`)
+are kept as raw text in `inst.extra`, and keys XLA does not know for the opcode are refused.
+Called computations may be referenced before their definition; the module's computation list
+is reordered so callees come first.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from xlc.hlo.attr_keys import allowed_attribute_keys, unknown_attribute_message
 from xlc.hlo.attrs import Attrs
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule, IOAlias
 from xlc.hlo.lexer import Cursor
@@ -358,6 +361,7 @@ def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
     extra: list[tuple[str, str]] = []
     control: list[tuple[str, int]] = []
     attr_pos: dict[str, int] = {}
+    allowed_keys = allowed_attribute_keys(opcode)
     while cur.accept(","):
         cur.skip()
         key_pos = cur.pos
@@ -367,6 +371,8 @@ def _parse_instruction(cur: Cursor, state: _ParseState, comp: HloComputation,
         key = m.group(1)
         if key in attrs or any(k == key for k, _ in called) or any(k == key for k, _ in extra):
             cur.error(f"duplicate attribute '{key}'", key_pos)
+        if key not in allowed_keys:
+            cur.error(unknown_attribute_message(opcode, key), key_pos)
         parser = ATTR_PARSERS.get(key)
         if parser is not None:
             cur.skip()

@@ -52,6 +52,7 @@ from xlc.hlo.shape_inference_util import (
     fmt,
     fmt_all,
     fmt_dims,
+    higher_precision_float,
     require_array,
     require_arrays,
     require_integral_scalar,
@@ -319,9 +320,9 @@ def infer_bitcast_convert(operand: Shape, element_type: PrimitiveType) -> Shape:
 # ---- data movement -----------------------------------------------------------------------
 def infer_broadcast(operand: Shape, out_dims: tuple[int, ...],
                     dimensions: tuple[int, ...]) -> Shape:
-    """`broadcast`: operand dim i maps to output dim `dimensions[i]` (ascending, unique, in
-    range); each mapped operand dim is 1 or equals the output dim. Returns
-    operand-type[out_dims]."""
+    """`broadcast`: operand dim i maps to output dim `dimensions[i]` (unique, in range; not
+    necessarily ascending, as in XLA's verifier: unsorted dimensions also transpose); each
+    mapped operand dim is 1 or equals the output dim. Returns operand-type[out_dims]."""
     require_array("broadcast", operand)
     out = Shape.array(_et(operand), out_dims)
     if any(d < 0 for d in out_dims):
@@ -329,7 +330,7 @@ def infer_broadcast(operand: Shape, out_dims: tuple[int, ...],
     if len(dimensions) != operand.rank:
         fail("broadcast", f"dimensions {fmt_dims(dimensions)} must have one entry per operand "
                           f"dimension", f"{fmt(operand)} into {fmt(out)}")
-    check_dims("broadcast", "dimensions", dimensions, len(out_dims), out, sorted_=True)
+    check_dims("broadcast", "dimensions", dimensions, len(out_dims), out)
     for i, d in enumerate(dimensions):
         if operand.dims[i] != out_dims[d] and operand.dims[i] != 1:
             fail("broadcast", f"operand dimension {i} (size {operand.dims[i]}) must be 1 or equal "
@@ -444,11 +445,14 @@ def infer_concatenate(operands: Sequence[Shape], dimension: int) -> Shape:
 
 
 def infer_pad(operand: Shape, pad_value: Shape, padding: PaddingConfig) -> Shape:
-    """`pad`: a scalar pad value of the operand's type; one (low, high, interior) per dim,
-    interior >= 0 (low/high may be negative); the output extent
-    low + high + d + max(d - 1, 0) * interior must be >= 0."""
+    """`pad`: a scalar pad value of the operand's type, or for a float operand of any float
+    type (XLA's `SameElementTypeIgnoringFpPrecision`; the result then has the type of higher
+    precision of the two); one (low, high, interior) per dim, interior >= 0 (low/high may be
+    negative); the output extent low + high + d + max(d - 1, 0) * interior must be >= 0."""
     require_array("pad", operand)
-    if not pad_value.is_scalar or pad_value.element_type != operand.element_type:
+    et, vt = operand.element_type, pad_value.element_type
+    if not pad_value.is_scalar or not (et == vt or et is not None and vt is not None
+                                       and et.is_float and vt.is_float):
         fail("pad", "padding value must be a scalar of the operand's type",
              f"{fmt(operand)} and {fmt(pad_value)}")
     if len(padding.dims) != operand.rank:
@@ -462,7 +466,8 @@ def infer_pad(operand: Shape, pad_value: Shape, padding: PaddingConfig) -> Shape
         if n < 0:
             fail("pad", f"negative output size in dimension {i}", f"{padding} for {fmt(operand)}")
         out.append(n)
-    return Shape.array(_et(operand), tuple(out))
+    return Shape.array(higher_precision_float(_et(operand), _et(pad_value)) if et != vt
+                       else _et(operand), tuple(out))
 
 
 def infer_reverse(operand: Shape, dimensions: tuple[int, ...]) -> Shape:

@@ -34,21 +34,24 @@ def _et(shape: Shape) -> PrimitiveType:
 
 def _result_type(op: str, lhs: Shape, rhs: Shape,
                  element_type: PrimitiveType | None) -> PrimitiveType:
-    """Operand types must match (floats may differ in precision, e.g. bf16 x f32); a preferred
-    result type (mixed precision) may widen, but float operands need a float result and
-    integer operands an integer at least as wide or a float."""
+    """Operand types must match, except that floats may differ in precision (bf16 x f32) and
+    integers in width and signedness (s8 x s16, u8 x s8), as XLA's shape inference allows
+    (the result type is the instruction's, XLA's `preferred_element_type`). A preferred result
+    type may widen, but float operands need a float result and integer operands an integer
+    at least as wide as each of them, or a float."""
     lt, rt = _et(lhs), _et(rhs)
-    if lt != rt and not (lt.is_float and rt.is_float):
+    if lt != rt and not (lt.is_float and rt.is_float) and not (lt.is_integer and rt.is_integer):
         fail(op, "operand element types must match", f"{fmt(lhs)} and {fmt(rhs)}")
     if element_type is None:
         if lt != rt:
             fail(op, "mixed-precision operands need a result element type",
                  f"{fmt(lhs)} and {fmt(rhs)}")
         return lt
-    ok = (element_type == lt
-          or (lt.is_float or lt.is_complex) and (element_type.is_float or element_type.is_complex)
-          or lt.is_integer and (element_type.is_float or element_type.is_integer
-                                and element_type.byte_size >= lt.byte_size))
+    ok = all(element_type == t
+             or (t.is_float or t.is_complex) and (element_type.is_float or element_type.is_complex)
+             or t.is_integer and (element_type.is_float or element_type.is_integer
+                                  and element_type.byte_size >= t.byte_size)
+             for t in (lt, rt))
     if not ok:
         fail(op, f"result element type {element_type.text} does not fit the operands",
              f"{fmt(lhs)} and {fmt(rhs)}")

@@ -158,3 +158,14 @@ def check_inits(op: str, operands: Sequence[Shape],
         assert init.element_type is not None
         out.append(init.element_type)
     return out
+
+
+# (largest exponent, significand bits) of each float type, XLA's ordering keys.
+_FLOAT_RANGE = {PrimitiveType.F16: (16, 11), PrimitiveType.BF16: (128, 8),
+                PrimitiveType.F32: (128, 24), PrimitiveType.F64: (1024, 53)}
+
+
+def higher_precision_float(a: PrimitiveType, b: PrimitiveType) -> PrimitiveType:
+    """XLA's `HigherPrecisionElementType` for two float types: more range first, then more
+    precision (so bf16 wins over f16, f32 over both)."""
+    return a if _FLOAT_RANGE[a] >= _FLOAT_RANGE[b] else b

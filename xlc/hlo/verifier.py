@@ -22,8 +22,9 @@ result shapes against `infer_instruction_shape` (ignoring layouts), operands and
 predecessors in the same computation, consistent users lists, a root, parameters numbered
 0..n-1, no cycles, unique instruction and computation names, called computations that belong
 to the module with the right signatures (scalar lambdas, fusion, while, conditional, call),
-fusion computations called by exactly one fusion, input_output_alias entries, the schedule,
-and constant literals.
+a call graph without cycles (no computation calls itself, directly or not), fusion
+computations called by exactly one fusion, input_output_alias entries, the schedule, and
+constant literals.
 """
 from __future__ import annotations
 
@@ -243,6 +244,35 @@ def _check_calls(module: HloModule) -> None:
                                                 f"by exactly one fusion, got {names}")
 
 
+def _check_call_graph(module: HloModule) -> None:
+    """No computation calls itself, directly or through others (XLA's call graph is a DAG);
+    raises naming the computations of the first cycle found and the instruction closing it."""
+    state: dict[int, int] = {}  # 1 = on the DFS stack, 2 = done
+    for start in module.computations:
+        if id(start) in state:
+            continue
+        state[id(start)] = 1
+        stack: list[tuple[HloComputation, list[tuple[HloInstruction, HloComputation]]]] = [
+            (start, [(i, c) for i in start.instructions for c in i.called])]
+        while stack:
+            comp, edges = stack[-1]
+            if not edges:
+                state[id(comp)] = 2
+                stack.pop()
+                continue
+            inst, callee = edges.pop(0)
+            seen = state.get(id(callee))
+            if seen == 1:
+                names = [c.name for c, _ in stack]
+                cycle = names[names.index(callee.name):] + [callee.name]
+                raise _module_error(module, "call graph has a cycle",
+                                    " -> ".join(cycle) + f" (instruction '{inst.name}' in "
+                                    f"computation '{comp.name}' calls '{callee.name}')")
+            if seen is None:
+                state[id(callee)] = 1
+                stack.append((callee, [(i, c) for i in callee.instructions for c in i.called]))
+
+
 def _subshape(shape: Shape, index: ShapeIndex) -> Shape | None:
     s = shape
     for i in index:
@@ -333,6 +363,7 @@ def verify_module(module: HloModule) -> None:
     for comp in module.computations:
         _check_structure(comp)
     _check_calls(module)
+    _check_call_graph(module)
     for comp in module.computations_post_order():
         for inst in comp.post_order():
             verify_instruction(inst)

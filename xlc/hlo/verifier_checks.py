@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.hlo.attr_keys import allowed_attribute_keys, unknown_attribute_message
 from xlc.hlo.attrs import ConvDimLabels, Literal, PaddingConfig, SliceDim, Window
 from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import FUSION_KINDS, Opcode
@@ -57,10 +58,16 @@ def check_operand_count(inst: HloInstruction) -> None:
 
 
 # ---- layouts --------------------------------------------------------------------------------
+_INT64_MAX = 2**63 - 1
+
+
 def check_layout(inst: HloInstruction) -> None:
     """Every array (sub)shape's layout, when present and non-empty, is a permutation of its
-    dimensions (minor to major)."""
+    dimensions (minor to major), and its byte size fits in int64 (XLA's ValidateShape)."""
     for _, sub in inst.shape.leaves():
+        if sub.is_array and sub.num_elements * max(1, sub.element_type.byte_size) > _INT64_MAX:
+            raise Violation("shape is too large", f"{sub.to_text()} has {sub.num_elements} "
+                                                  f"elements; its byte size overflows int64")
         lay = sub.layout
         if sub.is_array and lay is not None and lay.minor_to_major and \
                 sorted(lay.minor_to_major) != list(range(sub.rank)):
@@ -90,6 +97,7 @@ _REQUIRED_ATTRS: dict[Opcode, tuple[str, ...]] = {
     Opcode.SCATTER: ("scatter_dims_to_operand_dims", "index_vector_dim"),
     Opcode.SORT: ("dimensions",),
     Opcode.TOPK: ("k",),
+    Opcode.REDUCE_PRECISION: ("exponent_bits", "mantissa_bits"),
     Opcode.CUSTOM_CALL: ("custom_call_target",),
 }
 
@@ -131,11 +139,17 @@ _ATTR_TYPES: dict[str, _AttrCheck] = {
 
 
 def check_attributes(inst: HloInstruction) -> None:
-    """Required attributes are present; every typed attribute has its documented type; a
-    fusion kind is one of kLoop/kInput/kOutput/kCustom."""
+    """Required attributes are present; no attribute XLA does not know for the opcode (typed or
+    raw, see `xlc.hlo.attr_keys`); every typed attribute has its documented type; a fusion kind
+    is one of kLoop/kInput/kOutput/kCustom."""
     for key in _REQUIRED_ATTRS.get(inst.opcode, ()):
         if key not in inst.attrs:
             raise Violation("missing required attribute", f"'{key}' for {inst.opcode.text}")
+    allowed = allowed_attribute_keys(inst.opcode)
+    for key in [*inst.attrs, *(k for k, _ in inst.extra)]:
+        if key not in allowed and key not in ("parameter_number", "literal"):  # operand-like
+            rule, _, details = unknown_attribute_message(inst.opcode, key).partition(" (")
+            raise Violation(rule, details.rstrip(")"))
     for key, value in inst.attrs.items():
         check = _ATTR_TYPES.get(key)
         if check is not None and not check[0](value):
@@ -274,7 +288,15 @@ def _check_rng(inst: HloInstruction) -> None:
         raise Violation("unknown rng distribution", str(dist))
 
 
+RNG_ALGORITHMS = ("rng_default", "rng_three_fry", "rng_philox")
+"""XLA's RandomAlgorithm values as HLO text spells them."""
+
+
 def _check_rng_bit_generator(inst: HloInstruction) -> None:
+    algorithm = inst.attrs.get("algorithm", "rng_default")
+    if algorithm not in RNG_ALGORITHMS:
+        raise Violation("unknown rng algorithm",
+                        f"{algorithm} (expected one of {', '.join(RNG_ALGORITHMS)})")
     state = inst.operands[0].shape
     ts = inst.shape.tuple_shapes
     if ts is None or len(ts) != 2 or not ts[0].compatible(state):
@@ -282,7 +304,17 @@ def _check_rng_bit_generator(inst: HloInstruction) -> None:
                         f"state {fmt(state)}, result {fmt(inst.shape)}")
 
 
+def _check_reduce_precision(inst: HloInstruction) -> None:
+    """XLA's shape inference: at least 1 exponent bit, no negative mantissa bits."""
+    exponent, mantissa = inst.attrs["exponent_bits"], inst.attrs["mantissa_bits"]
+    if exponent < 1:
+        raise Violation("reduce-precision needs exponent_bits >= 1", f"got {exponent}")
+    if mantissa < 0:
+        raise Violation("reduce-precision needs mantissa_bits >= 0", f"got {mantissa}")
+
+
 _SPECIFIC: dict[Opcode, Callable[[HloInstruction], None]] = {
+    Opcode.REDUCE_PRECISION: _check_reduce_precision,
     Opcode.WHILE: _check_while,
     Opcode.CONDITIONAL: _check_conditional,
     Opcode.CALL: _check_call,
