@@ -8,6 +8,7 @@ float programs well conditioned too).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import prod
 
@@ -295,9 +296,10 @@ def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:
 
 @st.composite
 def hlo_programs(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
-                 max_steps: int = 8, big: bool = False) -> Program:
+                 max_steps: int = 8, big: bool = False, steps: tuple = ()) -> Program:
     """A random valid HLO module over `dtypes` (one drawn per program) with 1..max_steps mixed
-    instructions; the root is a tuple of the last two values (or of the one value). With `big`
+    instructions (drawn from `steps`, default STEPS); the root is a tuple of the last two values
+    (or of the one value). With `big`
     the parameters have up to 2**17 elements (odd sizes included), large enough for the
     backends' vectorised and multi-threaded paths."""
     ty = draw(st.sampled_from(dtypes))
@@ -311,7 +313,7 @@ def hlo_programs(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
     b.param(ty, dims)
     b.param(ty, dims)
     for _ in range(draw(st.integers(1, max_steps))):
-        draw(st.sampled_from(STEPS))(b)
+        draw(st.sampled_from(steps or STEPS))(b)
     outs = [v for v in b.values if v not in b.params][-2:] or b.values[-1:]
     root = ", ".join(v.name for v in outs)
     rshape = ", ".join(v.shape for v in outs)
@@ -321,3 +323,121 @@ def hlo_programs(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
     tol = max((TOLERANCE.get(v.ty, 0.0) for v in b.values), default=0.0)
     return Program(text, [_argument(rng, p) for p in b.params], ty, tol)
+
+
+# ---- non-default layouts ---------------------------------------------------------------------
+def _dynamic_update_slice(b: _Builder) -> None:
+    """dynamic-update-slice of a value by a slice of itself (out-of-range starts clamp)."""
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    sizes = tuple(b.draw(st.integers(1, d)) for d in x.dims)
+    upd = b.emit(x.ty, sizes, f"slice({x.name}), slice={{"
+                 + ",".join(f"[0:{s}]" for s in sizes) + "}")
+    starts = [b.emit("s32", (), f"constant({b.draw(st.integers(-1, d))})").name
+              for d in x.dims]
+    b.emit(x.ty, x.dims, f"dynamic-update-slice({x.name}, {upd.name}, {', '.join(starts)})")
+
+
+def _copy(b: _Builder) -> None:
+    """A copy (a relayout when the layouts drawn for the two values differ)."""
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is not None:
+        b.emit(x.ty, x.dims, f"copy({x.name})")
+
+
+def _sort(b: _Builder) -> None:
+    """An ascending sort along one dimension (one operand: ties are equal values)."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    key = f"less_{x.ty}"
+    b.reducers.setdefault(key, f"{key} {{\n  a = {x.ty}[] parameter(0)\n  b = {x.ty}[] "
+                               f"parameter(1)\n  ROOT r = pred[] compare(a, b), direction=LT\n}}\n")
+    d = b.draw(st.integers(0, len(x.dims) - 1))
+    b.emit(x.ty, x.dims, f"sort({x.name}), dimensions={{{d}}}, to_apply={key}")
+
+
+def _gather_rows(b: _Builder) -> None:
+    """Gather of whole rows (slices along dim 0) at clamped indices."""
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    n = b.draw(st.integers(1, 4))
+    rows = [b.draw(st.integers(-1, x.dims[0])) for _ in range(n)]
+    idx = b.emit("s32", (n, 1), "constant({" + ", ".join(f"{{{i}}}" for i in rows) + "})")
+    r = len(x.dims)
+    offs = ",".join(str(k) for k in range(1, r))
+    sizes = ",".join(["1"] + [str(d) for d in x.dims[1:]])
+    b.emit(x.ty, (n,) + x.dims[1:], f"gather({x.name}, {idx.name}), offset_dims={{{offs}}}, "
+           f"collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, "
+           f"slice_sizes={{{sizes}}}")
+
+
+def _scatter_rows(b: _Builder) -> None:
+    """Scatter-add of copies of a value's first row into itself at in-range row indices."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    n = b.draw(st.integers(1, 3))
+    rows = [b.draw(st.integers(0, x.dims[0] - 1)) for _ in range(n)]
+    idx = b.emit("s32", (n, 1), "constant({" + ", ".join(f"{{{i}}}" for i in rows) + "})")
+    rest = x.dims[1:]
+    first = b.emit(x.ty, (1,) + rest, f"slice({x.name}), slice={{[0:1]"
+                   + "".join(f",[0:{d}]" for d in rest) + "}")
+    row = b.emit(x.ty, rest, f"reshape({first.name})")
+    wins = ",".join(str(k) for k in range(1, len(x.dims)))
+    upd = b.emit(x.ty, (n,) + rest, f"broadcast({row.name}), dimensions={{{wins}}}")
+    name = b.reducer("add", x.ty)
+    b.emit(x.ty, x.dims, f"scatter({x.name}, {idx.name}, {upd.name}), update_window_dims="
+           f"{{{wins}}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, "
+           f"index_vector_dim=1, to_apply={name}")
+
+
+LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _gather_rows, _scatter_rows)
+"""The steps of programs with layouts: every data-movement op an emitter indexes itself."""
+
+_SHAPED = re.compile(r"^(\s*(?:ROOT\s+)?\w+ = )(\w+)\[([\d,]*)\](?:\{[\d,]*\})?(.*)$")
+
+
+def with_layouts(draw: st.DrawFn, text: str, share: float = 0.7, roots: int = 5) -> str:
+    """`text` with a random minor-to-major layout drawn for every value of rank >= 2 of the
+    entry computation (parameters and intermediates; non-default with probability `share`);
+    the root becomes a tuple of the last `roots` non-scalar intermediate values (so the layouts
+    of more values matter), its shape matching its operands'."""
+    head, entry = text.split("ENTRY", 1)
+    shapes: dict[str, str] = {}
+    lines = []
+    for line in entry.split("\n"):
+        m = _SHAPED.match(line)
+        if m is None or "tuple(" in line:
+            lines.append(line)
+            continue
+        lhs, ty, dims, rest = m.groups()
+        rank = len(dims.split(",")) if dims else 0
+        shape = f"{ty}[{dims}]"
+        if rank >= 2 and draw(st.floats(0, 1)) < share:
+            perm = draw(st.permutations(range(rank)))
+            shape += "{" + ",".join(map(str, perm)) + "}"
+        shapes[lhs.split("=")[0].split()[-1]] = shape
+        lines.append(f"{lhs}{shape}{rest}")
+    out = []
+    arrays = [n for n, s in shapes.items() if not n.startswith("p") and not s.endswith("[]")]
+    for line in lines:
+        m = re.match(r"^(\s*ROOT \w+ = )\(.*\) tuple\(([\w, ]*)\)$", line)
+        if m is not None:
+            names = arrays[-roots:] or [n.strip() for n in m.group(2).split(",")]
+            line = f"{m.group(1)}({', '.join(shapes[n] for n in names)}) " \
+                   f"tuple({', '.join(names)})"
+        out.append(line)
+    return head + "ENTRY" + "\n".join(out)
+
+
+@st.composite
+def hlo_programs_with_layouts(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
+                              max_steps: int = 8) -> Program:
+    """`hlo_programs` over LAYOUT_STEPS (plus dynamic-update-slice, copy, sort, gather and
+    scatter) with random non-default layouts (`{0,1}`, `{0,1,2}`, `{1,0,2}`, ...) on
+    parameters and intermediate values: emitters must index physical, not logical, order."""
+    prog = draw(hlo_programs(dtypes, max_steps, steps=LAYOUT_STEPS))
+    return Program(with_layouts(draw, prog.text), prog.args, prog.ty, prog.tolerance)

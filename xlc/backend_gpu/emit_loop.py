@@ -42,6 +42,7 @@ from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
+from xlc.passes.alias_rules import same_layout
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -222,14 +223,27 @@ def _dus_kernel(em: GpuEmitter, inst: HloInstruction, fused: bool) -> list[Thunk
 
 @register(Opcode.DYNAMIC_UPDATE_SLICE)
 def emit_dus(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
-    """dynamic-update-slice in place: a memcpy of the operand first only when buffer
-    assignment did not give it the output's slice, then the update-window kernel."""
+    """dynamic-update-slice in place: a copy of the operand first only when buffer
+    assignment did not give it the output's slice (a memcpy when the layouts agree, else a
+    relayout loop kernel), then the update-window kernel."""
+    return copy_operand_to_output(em, inst) + _dus_kernel(em, inst, fused=False)
+
+
+def copy_operand_to_output(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """The thunks that copy array operand 0 of the in-place op `inst` (dynamic-update-slice,
+    scatter) into its output before the update: none when buffer assignment gave both the
+    same slice, a memcpy when their layouts agree, else a relayout loop kernel (the operand's
+    elements in the output's physical order)."""
     operand = inst.operands[0]
-    pre: list[Thunk] = []
-    if em.slice(operand) != em.slice(inst):
-        pre.append(DeviceToDeviceCopyThunk(inst.name, src=em.buffer_slice(operand),
-                                           dst=em.buffer_slice(inst)))
-    return pre + _dus_kernel(em, inst, fused=False)
+    if em.slice(operand) == em.slice(inst):
+        return []
+    if same_layout(operand.shape, inst.shape):
+        return [DeviceToDeviceCopyThunk(inst.name, src=em.buffer_slice(operand),
+                                        dst=em.buffer_slice(inst))]
+    k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=128,
+                  label=f"{inst.name}_base")
+    emit_loop(em, k, operand_generator(k, inst), [operand], [(inst, ())])
+    return [k.thunk()]
 
 
 def emit_dus_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:

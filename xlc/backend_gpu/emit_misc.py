@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from llvmlite import ir
 
-from xlc.backend_gpu.emit_control import copies_between
+from xlc.backend_gpu.emit_loop import copy_operand_to_output
 from xlc.backend_gpu.emitter import (
     GpuEmitter,
     array_buffers,
@@ -134,7 +134,7 @@ def emit_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     inserted = set(_ints(inst, "inserted_window_dims"))
     to_operand = _ints(inst, "scatter_dims_to_operand_dims")
     ivd = int(inst.attrs["index_vector_dim"])
-    pre: list[Thunk] = copies_between(em, operand, inst, "scatter-init")
+    pre: list[Thunk] = copy_operand_to_output(em, inst)
     k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=128)
     b = k.b
     atomic = _ATOMIC_TYPES.get(pt) if _is_add_combiner(inst) else None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import ShapeIndex
+from xlc.hlo.shape import Shape, ShapeIndex, default_layout
 
 # ---- in-place pairs -------------------------------------------------------------------------
 InPlacePair = tuple[int, ShapeIndex, ShapeIndex]  # (operand number, operand index, output index)
@@ -42,33 +42,49 @@ def _skip_bitcasts(inst: HloInstruction) -> HloInstruction:
     return inst
 
 
+def same_layout(a: Shape, b: Shape) -> bool:
+    """Whether arrays `a` and `b` (same dims) store their elements in the same physical order:
+    equal minor-to-major orders once size-1 dims, which do not move anything, are dropped."""
+    def order(s: Shape) -> tuple[int, ...]:
+        m2m = (s.layout or default_layout(s.rank)).minor_to_major
+        return tuple(d for d in m2m if s.dims[d] != 1)
+    return a.dims == b.dims and order(a) == order(b)
+
+
+def _updates_in_place(inst: HloInstruction, k: int, out_index: ShapeIndex) -> bool:
+    """Whether dynamic-update-slice / scatter `inst` can write operand `k` in place into its
+    output at `out_index`: only when both have the same layout (XLA's layout assignment makes
+    them equal; a module that gives them different layouts gets a relayout copy instead)."""
+    return same_layout(inst.operands[k].shape, inst.shape.subshape(out_index))
+
+
 def _fused_in_place_param(producer: HloInstruction) -> int | None:
     """If `producer` (inside a fused computation) is an in-place op whose in-place operand
     traces back through in-place ops and bitcasts to a fused parameter, that parameter's
-    number."""
+    number (None when a step changes the layout, which cannot be done in place)."""
     producer = _skip_bitcasts(producer)
     if producer.opcode not in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
         return None
-    src = producer.operands[0]
+    src = producer
     while True:
-        src = _skip_bitcasts(src)
+        if not _updates_in_place(src, 0, (0,) if src.shape.is_tuple else ()):
+            return None
+        src = _skip_bitcasts(src.operands[0])
         if src.opcode is Opcode.PARAMETER:
             return src.parameter_number
-        if src.opcode in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
-            src = src.operands[0]
-            continue
-        return None
+        if src.opcode not in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
+            return None
 
 
 def _in_place_dus(inst: HloInstruction) -> list[InPlacePair]:
-    return [(0, (), ())]
+    return [(0, (), ())] if _updates_in_place(inst, 0, ()) else []
 
 
 def _in_place_scatter(inst: HloInstruction) -> list[InPlacePair]:
     n = (inst.operand_count - 1) // 2
     if inst.shape.is_tuple:
-        return [(i, (), (i,)) for i in range(n)]
-    return [(0, (), ())]
+        return [(i, (), (i,)) for i in range(n) if _updates_in_place(inst, i, (i,))]
+    return [(0, (), ())] if _updates_in_place(inst, 0, ()) else []
 
 
 def _in_place_fusion(inst: HloInstruction) -> list[InPlacePair]:
