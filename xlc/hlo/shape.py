@@ -280,3 +280,28 @@ def parse_shape_text(text: str) -> Shape:
     from xlc.hlo.parser import parse_shape  # local import: parser depends on this module
 
     return parse_shape(text)
+
+
+def _physical_dims(shape: Shape) -> tuple[int, ...]:
+    """The dimensions of size > 1, physically major to minor."""
+    lay = shape.layout
+    m2m = lay.minor_to_major if lay is not None and lay.minor_to_major else \
+        tuple(range(shape.rank - 1, -1, -1))
+    return tuple(d for d in reversed(m2m) if shape.dims[d] != 1)
+
+
+def bitcast_is_reshape(src: Shape, dst: Shape) -> bool:
+    """Whether `bitcast` from `src` to `dst` (which reinterprets the physical buffer, XLA's
+    semantics) gives the same logical values as `reshape`: same element type and count, and
+    either both layouts keep their non-unit dims in row-major order, or the two shapes differ
+    only in unit dims and order the others alike. A layout-changing bitcast such as
+    `f32[4,4]{1,0} -> f32[4,4]{0,1}` is a transpose, not a reshape."""
+    if not (src.is_array and dst.is_array) or src.element_type != dst.element_type \
+            or src.num_elements != dst.num_elements:
+        return False
+    ps, pd = _physical_dims(src), _physical_dims(dst)
+    if list(ps) == sorted(ps) and list(pd) == sorted(pd):
+        return True
+    return [src.dims[d] for d in ps] == [dst.dims[d] for d in pd] and \
+        [d for d in src.dims if d != 1] == [d for d in dst.dims if d != 1] and \
+        sorted(range(len(ps)), key=lambda i: ps[i]) == sorted(range(len(pd)), key=lambda i: pd[i])

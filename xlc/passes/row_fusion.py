@@ -35,7 +35,7 @@ from math import prod
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import Shape
+from xlc.hlo.shape import Shape, bitcast_is_reshape
 from xlc.passes.fusion_legality import INPUT, LOOP, roots
 from xlc.passes.fusion_utils import (
     absorb_fusion_operand,
@@ -48,7 +48,13 @@ log = logging.getLogger("xlc.passes.fusion")
 
 MAX_ROW_FUSION_INSTRUCTIONS = 256
 
-_ROW_MOVES = (Opcode.RESHAPE, Opcode.BITCAST)
+def _is_row_move(inst: HloInstruction) -> bool:
+    """A reshape, or a bitcast that is one: a layout-changing bitcast reorders the elements
+    (XLA's bitcast reinterprets the physical buffer), so it does not keep row order."""
+    if inst.opcode is Opcode.RESHAPE:
+        return True
+    return inst.opcode is Opcode.BITCAST and bitcast_is_reshape(inst.operands[0].shape,
+                                                                inst.shape)
 
 
 def _squeezed(dims: tuple[int, ...] | list[int]) -> tuple[int, ...]:
@@ -133,7 +139,7 @@ def _flow_error(space: _Space, start: HloInstruction, is_full: bool) -> str | No
             else:
                 if op.is_elementwise and space.is_row(user):
                     nxt = False
-                elif op in (Opcode.RESHAPE, Opcode.BITCAST) and space.is_row(user):
+                elif _is_row_move(user) and space.is_row(user):
                     nxt = False
                 elif space.broadcasts_rows(user):
                     nxt = True
@@ -223,7 +229,7 @@ def absorb_error(fusion: HloInstruction, producer: HloInstruction,
                for i in pfc.instructions):
             return "producer has reductions that are not outputs"
         params, size = list(pfc.parameters), len(pfc.instructions)
-    elif (producer.opcode.is_elementwise or producer.opcode in _ROW_MOVES) \
+    elif (producer.opcode.is_elementwise or _is_row_move(producer)) \
             and producer.shape.is_array and not producer.opcode.has_side_effect:
         kind, params, size = LOOP, list(producer.operands), 1  # an unfused per-row op
     else:
