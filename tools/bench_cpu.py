@@ -165,7 +165,39 @@ ENTRY e {
     t, t_np = timeit_interleaved([lambda: exe.run([a, a]), lambda: np.add(a, a)],
                                  max(reps, 2000))
     print(f"per-call overhead (f32[1] add): xlc {t * 1e6:.2f} us, numpy ufunc {t_np * 1e6:.2f} us")
-    return {"xlc_s": t, "numpy_s": t_np}
+    out = {"xlc_s": t, "numpy_s": t_np}
+    out.update(jit_call_overhead(reps))
+    return out
+
+
+def jit_call_overhead(reps: int) -> dict[str, float]:
+    """Per-call time of `xlc.jit` and `jax.jit` of `lambda a, b: a + b` on f32[4] arrays (a
+    tiny function: the time is the call's overhead), measured side by side; also with a dict
+    of arrays as argument (the pytree path)."""
+    import xlc
+
+    a = np.ones(4, np.float32)
+    params = {f"w{i}": np.ones(4, np.float32) for i in range(8)}
+
+    def tree_sum(p: dict, x: Any) -> Any:
+        return x + p["w0"] + p["w7"]
+
+    f, ft = xlc.jit(lambda a, b: a + b), xlc.jit(tree_sum)
+    fns = [lambda: f(a, a), lambda: ft(params, a)]
+    labels = ["xlc.jit", "xlc.jit (dict of 8 arrays)"]
+    try:
+        import jax
+    except ImportError:
+        jax = None
+    if jax is not None:
+        g, gt = jax.jit(lambda a, b: a + b), jax.jit(tree_sum)
+        da, dp = jax.device_put(a), jax.device_put(params)
+        fns += [lambda: g(da, da).block_until_ready(), lambda: gt(dp, da).block_until_ready()]
+        labels += ["jax.jit", "jax.jit (dict of 8 arrays)"]
+    times = timeit_interleaved(fns, max(reps, 2000))
+    print("per-call overhead of jit (f32[4] add): " + ", ".join(
+        f"{lab} {t * 1e6:.2f} us" for lab, t in zip(labels, times)))
+    return {f"{lab}_s": t for lab, t in zip(labels, times)}
 
 
 def main() -> None:

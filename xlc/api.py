@@ -27,6 +27,7 @@ from xlc.errors import ArgumentError
 from xlc.frontend import pytree
 from xlc.frontend.arguments import (
     convert_arg,
+    fast_signature,
     leaf_aval,
     leaf_labels,
     param_names,
@@ -272,6 +273,8 @@ class Compiled:
     def call_flat(self, flat: list[np.ndarray]) -> Any:
         """Run with already checked flat arguments; returns the output pytree."""
         results = self._exe.run(flat)
+        if self.out_tree.kind == "leaf" and len(results) == 1:
+            return results[0]
         return pytree.unflatten(self.out_tree, results)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -324,6 +327,11 @@ class Lowered:
 
 
 # ---- jit -------------------------------------------------------------------------------------
+_FAST_ENTRIES = 256
+"""Fast-path keys kept per jitted function (dict insertion orders and static values may give
+several keys per signature)."""
+
+
 def _norm_nums(nums: int | Sequence[int] | None) -> tuple[int, ...]:
     if nums is None:
         return ()
@@ -372,6 +380,9 @@ class Jitted:
             check_argnums(self.name, all_params, self.static_argnums, self.static_argnames,
                            self.donate_argnums)
         self._cache: dict[Any, Compiled] = {}
+        self._fast: dict[tuple, Compiled] = {}
+        """`fast_signature` key -> executable: calls whose signature was checked once."""
+        self._statics_by_len: dict[int, frozenset[int]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -476,6 +487,16 @@ class Jitted:
 
         if current_builder() is not None:  # nested jit: inline into the outer trace
             return self.fn(*args, **kwargs)
+        # The fast path: a signature checked before (plain numpy leaves, positional args).
+        sig = None if kwargs else fast_signature(args, self._statics(len(args)))
+        if sig is not None:
+            try:
+                fast = self._fast.get(sig[0])
+            except TypeError:  # an unhashable static argument: the checked path says so
+                sig = fast = None
+            if fast is not None:
+                self.hits += 1
+                return fast.call_flat(sig[1])
         dyn_args, dyn_kwargs, static_key = self._split(args, kwargs)
         leaves, in_tree = pytree.flatten((dyn_args, dyn_kwargs))
         labels = leaf_labels(in_tree, self._arg_names(args))
@@ -493,7 +514,17 @@ class Jitted:
             self.hits += 1
         flat = [convert_arg(x, av, f"{self.name}: {lab}")
                 for x, av, lab in zip(leaves, avals, labels)]
+        if sig is not None and len(self._fast) < _FAST_ENTRIES:
+            self._fast[sig[0]] = compiled  # its leaves pass through convert_arg unchanged
         return compiled.call_flat(flat)
+
+    def _statics(self, n: int) -> frozenset[int]:
+        """The static positions of a call with `n` positional arguments."""
+        statics = self._statics_by_len.get(n)
+        if statics is None:
+            statics = frozenset(i % n for i in self.static_argnums if -n <= i < n)
+            self._statics_by_len[n] = statics
+        return statics
 
     def __repr__(self) -> str:
         return f"<xlc.jit({self.name}) backend={self.backend} cache={len(self._cache)}>"
@@ -504,6 +535,7 @@ class Jitted:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast.clear()
 
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),

@@ -156,3 +156,65 @@ def convert_arg(x: Any, aval: Aval, where: str) -> np.ndarray:
     if got != expected:
         raise ArgumentError(f"{where}: expected {expected}, got {got}")
     return arr
+
+
+_SORTED_KEYS: dict[tuple, tuple] = {}
+"""Dict keys in insertion order -> in pytree (sorted) order, for `fast_signature`."""
+
+
+def _sorted_dict_keys(keys: tuple) -> tuple:
+    order = _SORTED_KEYS.get(keys)
+    if order is None:
+        order = tuple(pytree._sorted_keys(dict.fromkeys(keys)))
+        if len(_SORTED_KEYS) < 4096:
+            _SORTED_KEYS[keys] = order
+    return order
+
+
+def _walk(x: Any, key: list[Any], leaves: list[Any]) -> bool:
+    """Append `x`'s part of a `fast_signature` key and its leaves; False for anything but
+    plain numpy arrays in tuples, lists, dicts and Nones."""
+    t = type(x)
+    if t is np.ndarray:
+        key.append(x.dtype)
+        key.append(x.shape)
+        leaves.append(x)
+        return True
+    if t is tuple or t is list:
+        key.append(t)
+        key.append(len(x))
+        return all(_walk(c, key, leaves) for c in x)
+    if t is dict:
+        keys = tuple(x)
+        key.append(dict)
+        key.append(keys)
+        return all(_walk(x[k], key, leaves) for k in _sorted_dict_keys(keys))
+    if x is None:
+        key.append(None)
+        return True
+    return False
+
+
+def fast_signature(args: tuple, statics: frozenset[int]) -> tuple[tuple, list] | None:
+    """The per-call fast path's view of positional `args`: (key, leaves) when every dynamic
+    leaf is a plain `np.ndarray` inside tuples, lists, dicts and Nones, else None.
+
+    The key holds each leaf's dtype and shape, the containers' kinds, lengths and dict keys
+    (each item led by its own marker, so different structures never give equal keys), and
+    the values of the static positions `statics` (unhashable ones make the lookup raise
+    TypeError); the leaves come in `pytree.flatten` order. Two calls with equal keys have the
+    same signature, so a jitted function's executable can be found without building avals,
+    labels or shapes; a key seen for the first time goes through the checked path, which
+    raises every error about bad arguments."""
+    key: list[Any] = [len(args)]
+    leaves: list[Any] = []
+    for i, a in enumerate(args):
+        if statics and i in statics:
+            key.append(("static", a))
+        elif type(a) is np.ndarray:  # the common case, inline
+            key.append(a.dtype)
+            key.append(a.shape)
+            leaves.append(a)
+        elif not _walk(a, key, leaves):
+            return None
+    return tuple(key), leaves
