@@ -155,9 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    real_stdout = sys.stdout
+    sys.stdout = _Stdout(real_stdout)  # type: ignore[assignment]
     try:
         code = int(run_deep(args.func, args) or 0)
-        _flush_stdout()
+        sys.stdout.flush()  # a failed write is this command's error, not a message at exit
         return code
     except KeyboardInterrupt:
         sys.stderr.write(f"xlc {args.verb}: interrupted\n")
@@ -186,13 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # unwritable output, full disk, ...
         if args.debug:
             raise
-        sys.stderr.write(f"xlc {args.verb}: error: {e}\n")
+        if e.filename == "<stdout>":
+            _silence_stdout()  # the interpreter's final flush would fail again
+        what = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
+        sys.stderr.write(f"xlc {args.verb}: error: {what}\n")
         return 1
     except Exception as e:  # an internal error: one line, the traceback only with --debug
         if args.debug:
             raise
         sys.stderr.write(f"xlc {args.verb}: {internal_error_line(e)}\n")
         return 1
+    finally:
+        sys.stdout = real_stdout
 
 
 def run_deep(fn: Callable[..., Any], *args: Any) -> Any:
@@ -233,7 +240,8 @@ def internal_error_line(e: BaseException) -> str:
     in words a user can act on, and the hint to rerun with --debug for the traceback."""
     hint = "; run with --debug for the traceback"
     first = (str(e).splitlines() or [""])[0].strip()
-    if isinstance(e, MemoryError):
+    if isinstance(e, MemoryError):  # numpy: "Unable to allocate 256. TiB for an array with ..."
+        first = first.split(" for an array with shape")[0]
         return f"error: out of memory{': ' + first if first else ''}{hint}"
     if isinstance(e, RecursionError):
         return ("error: the program is nested too deeply for xlc (calls, control flow or "
@@ -242,16 +250,32 @@ def internal_error_line(e: BaseException) -> str:
     return f"internal error: {type(e).__name__}{': ' + first if first else ''}{hint}"
 
 
-def _flush_stdout() -> None:
-    """Flush stdout inside the error handling, so a failed write (a full disk, a closed
-    pipe) is an error of the command rather than a message at interpreter exit."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as e:
-        _silence_stdout()
-        raise OSError(e.errno, f"cannot write to stdout: {e.strerror}") from None
+class _Stdout:
+    """sys.stdout while a verb runs: write errors (a full disk, a closed terminal) become
+    OSErrors naming `<stdout>` (BrokenPipeError passes as it is: output cut short by `head`
+    is not an error)."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def _guard(self, op: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return op(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), "<stdout>") from None
+
+    def write(self, text: str) -> int:
+        """Write `text` to the real stdout."""
+        return int(self._guard(self._inner.write, text))
+
+    def flush(self) -> None:
+        """Flush the real stdout."""
+        self._guard(self._inner.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _silence_stdout() -> None:

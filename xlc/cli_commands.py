@@ -115,9 +115,14 @@ def flatten(result: object) -> list[np.ndarray]:
 
 
 def write_outputs(outputs: list[np.ndarray], path: str | None) -> None:
-    """Save outputs as out0.. in an .npz, or print them when `path` is None."""
+    """Save outputs as out0.. in an .npz at exactly `path` (`xlc.fileio.write_file_atomic`:
+    atomic for regular files, through symlinks and devices), or print them when `path` is
+    None."""
     if path:
-        np.savez(path, **{f"out{i}": o for i, o in enumerate(outputs)})  # type: ignore[arg-type]
+        from xlc.fileio import write_file_atomic
+
+        arrays = {f"out{i}": o for i, o in enumerate(outputs)}
+        write_file_atomic(path, lambda f: np.savez(f, **arrays))  # type: ignore[arg-type]
     else:
         for i, o in enumerate(outputs):
             sys.stdout.write(f"out{i}: {o.dtype}{list(o.shape)}\n{o}\n")

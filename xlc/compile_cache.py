@@ -149,10 +149,11 @@ class CompileCache:
             return None
 
     def put(self, key: str, data: bytes) -> None:
-        """Store archive bytes under `key` (write-then-rename)."""
+        """Store archive bytes under `key` (write-then-rename; no fsync: an entry lost to a
+        crash is a miss)."""
         from xlc.fileio import write_bytes_atomic
 
-        write_bytes_atomic(self.path_of(key), data)
+        write_bytes_atomic(self.path_of(key), data, durable=False)
         STATS["writes"] += 1
 
     def entries(self) -> list[CacheEntry]:
