@@ -273,6 +273,35 @@ class ElementalIrEmitter:
         linear = multi_to_linear(self.b, index, inst.shape)
         return self.generate(op, linear_to_multi(self.b, linear, op.shape))
 
+    def _bitcast_convert(self, inst: HloInstruction, index: Index) -> ir.Value:
+        """XLA's bitcast-convert. Equal widths: elementwise. A narrower result has an extra
+        minor-most logical dim j: element j holds bits [j w, (j+1) w) of the operand element
+        (little-endian). A wider result joins the operand's minor-most dim the same way."""
+        op = inst.operands[0]
+        src, dst = _element_type(op), _element_type(inst)
+        if src.bit_width == dst.bit_width:
+            return self._elementwise(inst, index)
+        if PrimitiveType.PRED in (src, dst) or src.is_complex or dst.is_complex:
+            raise UnsupportedOpError(f"bitcast-convert from {src.text} to {dst.text} changes "
+                                     f"the width of a pred or complex type ({inst.name})")
+        b = self.b
+        src_int, dst_int = ir.IntType(src.bit_width), ir.IntType(dst.bit_width)
+        if src.bit_width > dst.bit_width:
+            bits = _to_int_bits(b, self.generate(op, list(index[:-1])), src_int)
+            shift = b.mul(index[-1], i64(dst.bit_width))
+            shift = b.trunc(shift, src_int) if src.bit_width < 64 else shift
+            part = b.trunc(b.lshr(bits, shift), dst_int)
+        else:
+            part = ir.Constant(dst_int, 0)
+            for j in range(dst.bit_width // src.bit_width):
+                piece = _to_int_bits(b, self.generate(op, list(index) + [i64(j)]), src_int)
+                piece = b.zext(piece, dst_int)
+                if j:
+                    piece = b.shl(piece, ir.Constant(dst_int, j * src.bit_width))
+                part = b.or_(part, piece)
+        want = lu.value_type(dst)
+        return part if want == dst_int else b.bitcast(part, want)
+
     def _slice(self, inst: HloInstruction, index: Index) -> ir.Value:
         src = []
         for i, sd in zip(index, inst.attrs["slice"]):
@@ -386,6 +415,7 @@ _RULES: dict[Opcode, Callable[[ElementalIrEmitter, HloInstruction, Index], ir.Va
     Opcode.TRANSPOSE: ElementalIrEmitter._transpose,
     Opcode.RESHAPE: ElementalIrEmitter._reshape,
     Opcode.BITCAST: ElementalIrEmitter._bitcast,
+    Opcode.BITCAST_CONVERT: ElementalIrEmitter._bitcast_convert,
     Opcode.SLICE: ElementalIrEmitter._slice,
     Opcode.REVERSE: ElementalIrEmitter._reverse,
     Opcode.PAD: ElementalIrEmitter._pad,
@@ -393,6 +423,18 @@ _RULES: dict[Opcode, Callable[[ElementalIrEmitter, HloInstruction, Index], ir.Va
     Opcode.DYNAMIC_SLICE: ElementalIrEmitter._dynamic_slice,
     Opcode.GATHER: ElementalIrEmitter._gather,
 }
+
+
+def _element_type(inst: HloInstruction) -> PrimitiveType:
+    pt = inst.shape.element_type
+    if pt is None:
+        raise UnsupportedOpError(f"'{inst.name}' is not an array")
+    return pt
+
+
+def _to_int_bits(b: ir.IRBuilder, value: ir.Value, ty: ir.IntType) -> ir.Value:
+    """The bits of a scalar element value as an integer of its width."""
+    return value if value.type == ty else b.bitcast(value, ty)
 
 
 def has_elemental_ir_rule(op: Opcode) -> bool:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 Handler = Callable[["Evaluator", HloInstruction, list[Any]], Any]
 
 _NARROW_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+# s4/u4 compute in 8 bits; casting the result back wraps to 4 bits (two's complement)
+_NARROW_INTS = {np.dtype(ml_dtypes.int4): np.dtype(np.int8),
+                np.dtype(ml_dtypes.uint4): np.dtype(np.uint8)}
 _UNSIGNED_OF = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SIGNED_OF = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 
@@ -40,13 +43,19 @@ def result_dtype(inst: HloInstruction) -> np.dtype:
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
-    """The dtype arithmetic on `dt` runs in: f32 for f16/bf16, `dt` otherwise."""
+    """The dtype arithmetic on `dt` runs in: f32 for f16/bf16, s8/u8 for s4/u4, `dt`
+    otherwise."""
+    if dt in _NARROW_INTS:
+        return _NARROW_INTS[dt]
     return np.dtype(np.float32) if dt in _NARROW_FLOATS else dt
 
 
 def as_compute(x: np.ndarray) -> np.ndarray:
-    """`x` widened to its compute dtype (f16/bf16 -> f32), otherwise unchanged."""
+    """`x` widened to its compute dtype (f16/bf16 -> f32, s4/u4 -> s8/u8), otherwise
+    unchanged."""
     x = np.asarray(x)
+    if x.dtype in _NARROW_INTS:
+        return x.astype(_NARROW_INTS[x.dtype])
     return x.astype(np.float32) if x.dtype in _NARROW_FLOATS else x
 
 
@@ -186,8 +195,8 @@ def convert_array(x: np.ndarray, dt: np.dtype) -> np.ndarray:
         return x != 0
     if x.dtype.kind == "c" and dt.kind != "c":
         x = np.real(x)
-    if is_float(x.dtype) and dt.kind in "iu":
-        info = np.iinfo(dt)
+    if is_float(x.dtype) and (dt.kind in "iu" or dt in _NARROW_INTS):
+        info = ml_dtypes.iinfo(dt)
         v = np.trunc(x.astype(np.float64))
         lo, hi = float(info.min), float(info.max) + 1.0  # both exact powers of two
         inside = (v >= lo) & (v < hi)
@@ -211,7 +220,8 @@ def _bitcast_convert(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.
         if x.dtype.itemsize != dt.itemsize:
             raise EvaluationError(f"bitcast-convert '{inst.name}': cannot reinterpret "
                                   f"{x.dtype} as {dt}")
-    return x.view(dt).reshape(inst.shape.dims)
+    # flat first: numpy cannot change the item size of a 0-d array (u64[] -> bf16[4])
+    return x.reshape(-1).view(dt).reshape(inst.shape.dims)
 
 
 def reduce_precision_array(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
