@@ -1,6 +1,8 @@
 """Benchmark the CPU backend against numpy and JAX/XLA, side by side in one run.
 
-Usage: python tools/bench_cpu.py [--reps N] [--small] [--json out.json] [case ...]
+Usage: python tools/bench_cpu.py [--reps N] [--small] [--sums] [--json out.json] [case ...]
+       python tools/bench_cpu.py --under-load [--reps N]
+       python tools/bench_cpu.py --big [--reps N]
 
 For each corpus case (the four `bench_*` cases by default; `--small` adds the others) it
 prints the xlc time and, measured in the same rounds, the time of XLA compiling the very same
@@ -9,7 +11,14 @@ importable, and of a hand-written numpy equivalent for the `bench_*` cases. Cont
 called in turn, round after round (`timeit_interleaved`), so drift in the rest of the machine
 hits them alike: read the ratios. Also: effective GB/s (input + output bytes / time), GFLOP/s
 (XLA's cost-analysis flops / time), xlc and XLA compile times, and the per-call overhead of a
-tiny function. Times are medians over `--reps` rounds after a warm-up call.
+tiny function. Times are medians over `--reps` rounds after a warm-up call. `--sums` adds
+time and accuracy of f32 sums at 1M and 16M elements against XLA and numpy, idle and with
+one competing busy process (`tools/bench_sums.py`).
+
+`--under-load` times a ~25 us multi-threaded kernel, the elementwise chain and the transformer
+block (tools/bench_models.py) with xlc and JAX, first on an otherwise idle machine, then with
+one competing process busy on a core, side by side. `--big` times the elementwise chain at
+16M and 64M elements (where fresh output memory costs page faults) against JAX.
 """
 from __future__ import annotations
 
@@ -200,6 +209,113 @@ def jit_call_overhead(reps: int) -> dict[str, float]:
     return {f"{lab}_s": t for lab, t in zip(labels, times)}
 
 
+def _chain(np_: Any, a: Any, b: Any, c: Any) -> Any:
+    return np_.tanh(a * b + c) * np_.exp(-np_.abs(c)) + np_.log(a * a + 1)
+
+
+def _load_contenders() -> list[tuple[str, Callable[[], object], Callable[[], object] | None]]:
+    """(name, xlc call, jax call or None) for `under_load`."""
+    import xlc.numpy as xnp
+
+    import xlc
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        jax = None
+    rng = np.random.default_rng(0)
+    out = []
+    x = rng.standard_normal((256, 512)).astype(np.float32)
+    f = xlc.jit(xnp.tanh)
+    g = jax.jit(jnp.tanh) if jax else None
+    dx = jax.device_put(x) if jax else None
+    out.append(("tanh f32[256,512] (~25 us, 2 threads)", lambda: f(x),
+                (lambda: g(dx).block_until_ready()) if g else None))
+    abc = [rng.standard_normal(1 << 22).astype(np.float32) for _ in range(3)]
+    fc = xlc.jit(lambda a, b, c: _chain(xnp, a, b, c))
+    gc = jax.jit(lambda a, b, c: _chain(jnp, a, b, c)) if jax else None
+    dabc = [jax.device_put(v) for v in abc] if jax else []
+    out.append(("elementwise chain (3 x 4M f32)", lambda: fc(*abc),
+                (lambda: gc(*dabc).block_until_ready()) if gc else None))
+    from tools.bench_models import models, transformer_block
+
+    _, params, xt = models()["transformer_block"]
+    ft = xlc.jit(lambda p, x: transformer_block(xnp, xlc.nn, xlc.lax, p, x))
+    if jax:
+        gt = jax.jit(lambda p, x: transformer_block(jnp, jax.nn, jax.lax, p, x))
+        dp, dxt = jax.device_put(params), jax.device_put(xt)
+    out.append(("transformer block (8 x 128 x 256)", lambda: ft(params, xt),
+                (lambda: gt(dp, dxt).block_until_ready()) if jax else None))
+    for _, a, b in out:  # compile outside the timed blocks
+        a()
+        if b is not None:
+            b()
+    return out
+
+
+def under_load(reps: int) -> dict[str, Any]:
+    """Idle and loaded (one busy process) times of xlc and JAX, side by side."""
+    import subprocess
+
+    cases = _load_contenders()
+    fns = [fn for _, a, b in cases for fn in (a, b) if fn is not None]
+    idle = timeit_interleaved(fns, reps)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        loaded = timeit_interleaved(fns, reps)
+    finally:
+        hog.kill()
+        hog.wait()
+    print(f"{'':40s} {'xlc idle':>10s} {'loaded':>10s} {'ratio':>6s} | {'jax idle':>10s} "
+          f"{'loaded':>10s} {'ratio':>6s} | loaded jax/xlc")
+    rows: dict[str, Any] = {}
+    k = 0
+    for name, _, b in cases:
+        xi, xl = idle[k], loaded[k]
+        row = f"{name:40s} {_fmt(xi)} {_fmt(xl)} {xl / xi:5.2f}x"
+        rows[name] = {"xlc_idle_s": xi, "xlc_loaded_s": xl}
+        k += 1
+        if b is not None:
+            ji, jl = idle[k], loaded[k]
+            row += f" | {_fmt(ji)} {_fmt(jl)} {jl / ji:5.2f}x | {jl / xl:5.2f}x"
+            rows[name].update(jax_idle_s=ji, jax_loaded_s=jl)
+            k += 1
+        print(row, flush=True)
+    return rows
+
+
+def big_chain(reps: int) -> dict[str, Any]:
+    """The elementwise chain at 16M and 64M elements, xlc vs JAX (fresh output memory)."""
+    import xlc.numpy as xnp
+
+    import xlc
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        jax = None
+    rows: dict[str, Any] = {}
+    for n in (1 << 24, 1 << 26):
+        rng = np.random.default_rng(0)
+        abc = [rng.standard_normal(n).astype(np.float32) for _ in range(3)]
+        f = xlc.jit(lambda a, b, c: _chain(xnp, a, b, c))
+        fns: list[Callable[[], object]] = [lambda f=f, abc=abc: f(*abc)]
+        dabc: list[Any] = []
+        if jax is not None:
+            g = jax.jit(lambda a, b, c: _chain(jnp, a, b, c))
+            dabc = [jax.device_put(v) for v in abc]
+            fns.append(lambda g=g, dabc=dabc: g(*dabc).block_until_ready())
+        times = timeit_interleaved(fns, reps)
+        row = f"elementwise chain, {n >> 20}M f32: xlc {_fmt(times[0])}"
+        if jax is not None:
+            row += f", jax {_fmt(times[1])} ({times[1] / times[0]:.2f}x)"
+        print(row, flush=True)
+        rows[str(n)] = times
+        del abc, fns, dabc
+    return rows
+
+
 def main() -> None:
     from corpus import case_names  # type: ignore[import-not-found]
 
@@ -208,7 +324,19 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--small", action="store_true", help="also the small corpus cases")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON")
+    ap.add_argument("--sums", action="store_true",
+                    help="also f32 sums at 1M/16M: time and error vs XLA, numpy; idle, loaded")
+    ap.add_argument("--under-load", action="store_true",
+                    help="idle vs one busy process: a small kernel, the chain, a transformer")
+    ap.add_argument("--big", action="store_true", help="the chain at 16M and 64M elements")
     ns = ap.parse_args()
+    if ns.under_load or ns.big:
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
+        figures = under_load(ns.reps) if ns.under_load else big_chain(ns.reps)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        if ns.json:
+            ns.json.write_text(json.dumps(figures, indent=1))
+        return
     names = ns.cases or [n for n in case_names() if n.startswith("bench_")]
     if ns.small and not ns.cases:
         names += case_names(include_benchmarks=False)
@@ -225,9 +353,15 @@ def main() -> None:
         faster = sum(1 for q in ratios if q >= 1.0)
         print(f"xla time / xlc time: geometric mean {geo:.2f}x over {len(ratios)} cases; "
               f"xlc as fast or faster on {faster}")
+    sums = None
+    if ns.sums:
+        from bench_sums import bench_sums  # type: ignore[import-not-found]
+
+        sums = bench_sums([1 << 20, 1 << 24], ns.reps)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if ns.json:
-        ns.json.write_text(json.dumps({"cases": rows, "call_overhead": overhead}, indent=1))
+        ns.json.write_text(json.dumps({"cases": rows, "call_overhead": overhead, "sums": sums},
+                                      indent=1))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,10 @@ Per allocation of the BufferAssignment one table slot:
   and shape (every array xlc returns qualifies, so `state = step(state)` loops run without
   allocating) that overlaps no other argument. Otherwise it is copied into a fresh block
   first, like a parameter that is itself live-out;
-* outputs: a fresh 64-byte-aligned block per call; the returned arrays are views of it;
+* outputs: a fresh 64-byte-aligned block per call; the returned arrays are views of it.
+  Blocks of `output_pool.MIN_BYTES` and more come from the process's `OutputPool`, which
+  takes them back when the returned arrays die, so steady-state calls do not page-fault on
+  fresh output memory;
 * constants: LLVM globals (slot unused).
 All of this is precomputed at construction; a call only fills the parameter and output slots.
 """
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.backend_cpu.output_pool import MIN_BYTES, OUTPUT_POOL
 from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloModule
 from xlc.hlo.shape import Shape, ShapeIndex, default_layout
@@ -38,6 +42,7 @@ _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void entry(ptr buffer_t
 
 
 _from_address = ctypes.c_void_p.from_address
+_BYTE = np.dtype(np.uint8)
 
 
 def _probe_data_offset() -> bool:
@@ -88,9 +93,17 @@ class _Param:
     donated: bool
     """io-aliased (`donate_argnums`): the caller's array may become the output's storage."""
     needs_prepare: bool = False
+    strides: tuple[int, ...] = ()
+    """The C-contiguous strides of `dims`: an argument with other strides (or shape) goes
+    through `_prepare`, which copies it when it is not contiguous."""
 
     def __post_init__(self) -> None:
         self.needs_prepare = self.perm is not None or self.live_out or self.donated
+        step, strides = self.dtype.itemsize, []
+        for d in reversed(self.dims):  # numpy's rule: zero dims do not multiply
+            strides.append(step)
+            step *= d or 1
+        self.strides = tuple(reversed(strides))
 
 
 @dataclass
@@ -174,9 +187,9 @@ class CpuExecutable:
                 item = leaf.dtype.itemsize
                 if leaf.offset == 0 and leaf.perm is None and size % item == 0 \
                         and leaf.size <= size:
-                    count = leaf.size // item
-                    self._fast_outputs.append((slot, max(size // item, count), leaf.dtype,
-                                               ALIGN // item, leaves[0], leaf.dims))
+                    count = max(size // item, leaf.size // item)
+                    self._fast_outputs.append((slot, count, leaf.dtype, ALIGN // item,
+                                               leaves[0], leaf.dims, count * item >= MIN_BYTES))
                     fast_slots.add(slot)
                     continue
             slow.append((slot, size))
@@ -203,13 +216,20 @@ class CpuExecutable:
         results: list[np.ndarray | None] = [None] * len(self._leaves)
         with self._lock:
             table = self._table
-            for slot, count, dtype, pad, leaf_no, dims in self._fast_outputs:
+            for slot, count, dtype, pad, leaf_no, dims, pooled in self._fast_outputs:
+                if pooled:
+                    out, table[slot] = OUTPUT_POOL.array(count * dtype.itemsize, dtype, dims)
+                    results[leaf_no] = out
+                    continue
                 raw = np.empty(count + pad, dtype=dtype)
                 addr = data_address(raw)
                 off = ((-addr) % ALIGN) // raw.itemsize
                 table[slot] = addr + off * raw.itemsize
                 results[leaf_no] = raw[off:off + count].reshape(dims)
             for slot, size in self._outputs:
+                if size >= MIN_BYTES:
+                    blocks[slot], table[slot] = OUTPUT_POOL.array(size, _BYTE, (size,))
+                    continue
                 raw = np.empty(size + ALIGN, dtype=np.uint8)
                 addr = data_address(raw)
                 off = (-addr) % ALIGN
@@ -218,7 +238,7 @@ class CpuExecutable:
             for p in self._params:
                 arr = flat_args[p.number]
                 if p.needs_prepare or type(arr) is not np.ndarray or arr.dtype != p.dtype \
-                        or arr.shape != p.dims or not arr.flags.c_contiguous:
+                        or arr.shape != p.dims or arr.strides != p.strides:
                     arr = self._prepare(p, arr, blocks, flat_args)
                 keep.append(arr)
                 table[p.slot] = data_address(arr)
