@@ -5,14 +5,20 @@ Must-alias (see `dataflow.py`) makes every value carried by a `while`, every in-
 (dynamic-update-slice, scatter, in-place fusions) and every conditional branch result share one
 buffer. That is only correct when the shared storage is not needed elsewhere, so this pass:
 1. adds a copy of every leaf of every while's init and body root, of every in-place operand,
-   and of every conditional branch root that is a parameter or constant;
-2. copies live-out entry parameters (unless io-aliased to that output) and constants, and values
-   that appear twice in the entry result (the special cases; these stay);
-3. removes each added while/in-place copy whose source value is provably dead when the
-   aliasing consumer overwrites it: no read-only source (constant, entry parameter, the
-   parameter of a called computation), no other reader that may run later (dependency order),
-   the value does not reach its computation's root, and, for a body root, the old carried value
-   is last read no later than the new value is defined.
+   of every conditional branch root that is a parameter or constant, and of every entry result
+   leaf io-aliased to a parameter (`input_output_alias`, donation: the result is written into
+   the parameter's storage, like a while body root into its loop state);
+2. removes each added while/in-place/aliased-output copy whose source value is provably dead
+   when the aliasing consumer overwrites it: no read-only source (constant, entry parameter
+   unless donated to where the consumer's result goes, the parameter of a called computation),
+   no other reader that may run later (dependency order), the value does not reach its
+   computation's root, and, for a body root or an aliased output, the old value (loop state,
+   donated parameter) is last read no later than the new value is defined, by an instruction
+   that may write its result over its operand (`can_share_operand_buffer`);
+3. copies live-out entry parameters (unless io-aliased to that output) and constants, and values
+   that appear twice in the entry result (the special cases; these stay), then orders each kept
+   body-root / aliased-output copy after every other reader of the old value.
+Token leaves are never copied (a token has no storage).
 It first flattens the call graph (`FlattenCallGraph`), like XLA's CopyInsertion. Works on
 modules with or without a schedule (new instructions are scheduled as early as their operands
 allow). Guarantees evaluator semantics are unchanged.
@@ -43,12 +49,16 @@ log = logging.getLogger("xlc.passes.copy_insertion")
 @dataclass
 class _Added:
     """A copy added in phase 1 and why: "while_init" (of `consumer`, a while), "body_root"
-    (at `index` of the body root), "in_place" (operand of `consumer`)."""
+    (at `index` of the body root), "entry_root" (at `index` of the entry root, io-aliased to a
+    parameter), "in_place" (operand of `consumer`). `slot` is where the storage the copy
+    writes holds the old value: (body parameter, index) of a body root, (entry parameter,
+    parameter index) of an aliased output."""
 
     copy: HloInstruction
     kind: str
     consumer: HloInstruction | None = None
     index: ShapeIndex = ()
+    slot: tuple[HloInstruction, ShapeIndex] | None = None
 
 
 def _is_read_only_source(module: HloModule, kinds: dict, src: HloInstruction) -> bool:
@@ -90,10 +100,11 @@ class CopyInsertion:
                 for k, _oi, _ui in in_place_pairs(inst):
                     if k < inst.operand_count:
                         added.append(self._copy_operand(inst, k))
+        added += self._copy_aliased_outputs(module)
         removed = self._remove_unnecessary(module, kinds, added)
-        kept_roots = [a for a in added if a.kind == "body_root" and a.copy.parent is not None]
-        _order_root_copies(kept_roots)
         special += self._copy_entry_root(module)
+        kept_roots = [a for a in added if a.slot is not None and a.copy.parent is not None]
+        _order_root_copies(kept_roots)
         changed = flattened or bool(added) or special > 0  # removed copies rebuilt tuples
         if changed:
             for comp in module.computations:
@@ -121,8 +132,26 @@ class CopyInsertion:
         new_root, copies = _deep_copy(body, root)
         body.set_root(new_root)
         _drop_if_dead(root)
-        out += [_Added(c, "body_root", w, idx) for idx, c in copies]
+        out += [_Added(c, "body_root", w, idx, (body.parameter(0), idx)) for idx, c in copies]
         return out
+
+    def _copy_aliased_outputs(self, module: HloModule) -> list[_Added]:
+        """Copy every entry result leaf io-aliased to a parameter (XLA's
+        AddCopiesForAliasedInputOutputs): the result is written into the parameter's storage,
+        which other instructions may still read (a reverse or a transpose reads what it
+        overwrites). Phase 2 removes the copy where writing in place is safe."""
+        entry = module.entry
+        assert entry is not None and entry.root is not None
+        root = entry.root
+        slots = {a.output_index: (entry.parameter(a.param_number), a.param_index)
+                 for a in module.input_output_alias if a.param_number < entry.num_parameters}
+        need = {idx for idx, _ in root.shape.leaves() if idx in slots}
+        if not need:
+            return []
+        new_root, copies = _deep_copy(entry, root, need)
+        entry.set_root(new_root)
+        _drop_if_dead(root)
+        return [_Added(c, "entry_root", None, idx, slots[idx]) for idx, c in copies]
 
     def _copy_operand(self, inst: HloInstruction, k: int) -> _Added:
         comp = inst.parent
@@ -177,7 +206,7 @@ class CopyInsertion:
     # ---- phase 2 -------------------------------------------------------------------------
     def _remove_unnecessary(self, module: HloModule, kinds: dict, added: list[_Added]) -> int:
         removed = 0
-        priority = {"in_place": 0, "body_root": 1, "while_init": 2}
+        priority = {"in_place": 0, "body_root": 1, "entry_root": 1, "while_init": 2}
         for a in sorted(added, key=lambda a: priority[a.kind]):
             ordering = DependencyHloOrdering(module)
             if self._removable(module, kinds, ordering, a):
@@ -188,11 +217,12 @@ class CopyInsertion:
     def _removable(self, module: HloModule, kinds: dict, ordering: DependencyHloOrdering,
                    a: _Added) -> bool:
         src, sidx = value_source(a.copy.operands[0])
-        if a.kind == "body_root":
-            return self._body_root_removable(module, kinds, ordering, a, src, sidx)
+        if a.slot is not None:
+            return self._slot_update_removable(module, kinds, ordering, a, src, sidx)
         if a.kind == "while_init" and _loop_never_writes(a):
             return True  # the loop only reads this element: sharing the init is safe
-        if _is_read_only_source(module, kinds, src):
+        donated = _donated_output(module, src, sidx) if a.kind == "in_place" else None
+        if donated is None and _is_read_only_source(module, kinds, src):
             return False
         if src.parent is not a.copy.parent:
             return False
@@ -206,40 +236,61 @@ class CopyInsertion:
             if not ordering.executes_before(r, a.consumer):
                 return False
         if a.kind == "in_place" and src.opcode is Opcode.PARAMETER:
-            # updating loop slot i in place is only right if the result goes back to slot i
-            return _result_slots(a.consumer) == [sidx]
+            # updating loop slot i (or a donated parameter) in place is only right if the
+            # result goes back to slot i (the output the parameter is aliased with)
+            return _result_slots(a.consumer) == [sidx if donated is None else donated]
         return True
 
-    def _body_root_removable(self, module: HloModule, kinds: dict,
-                             ordering: DependencyHloOrdering, a: _Added,
-                             src: HloInstruction, sidx: ShapeIndex) -> bool:
-        body = a.copy.parent
-        assert body is not None and a.consumer is not None
-        param = body.parameter(0)
+    def _slot_update_removable(self, module: HloModule, kinds: dict,
+                               ordering: DependencyHloOrdering, a: _Added,
+                               src: HloInstruction, sidx: ShapeIndex) -> bool:
+        """May the new value (src, sidx) be computed straight into the storage `a.slot` that
+        holds the old value (a loop's state, a donated parameter) instead of being copied
+        there at the end?"""
+        comp = a.copy.parent
+        assert comp is not None and a.slot is not None
+        param, pidx = a.slot
         if src is param:
-            return sidx == a.index  # the element passes through unchanged
-        if src.parent is not body or _is_read_only_source(module, kinds, src):
+            return sidx == pidx  # the element passes through unchanged
+        if src.parent is not comp or _is_read_only_source(module, kinds, src):
             return False
-        if _in_place_origin(src, sidx) not in (None, (param, a.index)):
+        if _in_place_origin(src, sidx) not in (None, (param, pidx)):
             return False  # the value updates another slot's (or a caller's) storage in place
         readers, at_root = value_readers(src, sidx)
         if at_root:
             return False  # the new value is also placed at another index of the result
         if any(r is not a.copy and r.opcode is Opcode.WHILE for r in readers):
             return False
-        old_readers, _ = value_readers(param, a.index)
-        for r in old_readers:
-            if r is src:
-                # src reads the old value and writes the new one: it must be able to do that in
-                # place (elementwise or an in-place op)
-                slots = [k for k, op in enumerate(src.operands)
-                         if value_source(op) == (param, a.index)]
-                if not slots or not all(can_share_operand_buffer(src.operands[k], src, (), sidx)
-                                        for k in slots):
+        old_readers, old_at_root = value_readers(param, pidx)
+        if old_at_root:
+            return False  # the old value is a result too: it must survive to the end
+        # without the copy, every instruction that writes the new value's storage writes the
+        # slot: each must run after the last read of the old value, or read it in place
+        for w, widx in _storage_writers(src, sidx):
+            for r in old_readers:
+                if r is w:
+                    # w reads the old value and writes the new one: it must be able to do that
+                    # in place (elementwise or an in-place op)
+                    slots = [k for k, op in enumerate(w.operands)
+                             if value_source(op) == (param, pidx)]
+                    if not slots or not all(can_share_operand_buffer(w.operands[k], w, (), widx)
+                                            for k in slots):
+                        return False
+                elif not ordering.executes_before(r, w):
                     return False
-            elif not ordering.executes_before(r, src):
-                return False
         return True
+
+
+def _donated_output(module: HloModule, src: HloInstruction, sidx: ShapeIndex
+                    ) -> ShapeIndex | None:
+    """The entry result index that entry parameter position (src, sidx) is io-aliased to
+    (donated), or None."""
+    if src.opcode is not Opcode.PARAMETER or src.parent is not module.entry:
+        return None
+    for al in module.input_output_alias:
+        if al.param_number == src.parameter_number and al.param_index == sidx:
+            return al.output_index
+    return None
 
 
 def _result_slots(inst: HloInstruction) -> list[ShapeIndex]:
@@ -252,6 +303,29 @@ def _result_slots(inst: HloInstruction) -> list[ShapeIndex]:
         slots += at_root
         work += [r for r in readers if r.opcode is Opcode.COPY]
     return sorted(set(slots))
+
+
+def _storage_writers(src: HloInstruction, sidx: ShapeIndex
+                     ) -> list[tuple[HloInstruction, ShapeIndex]]:
+    """The instructions (with output indices) of `src`'s computation that write the storage
+    the value (src, sidx) is computed in: `src`, and, following what it is built on in that
+    same storage (the updated operand of an in-place op, the initial value of a while), those
+    values' writers - e.g. the reduce-window under `dynamic-update-slice(reduce-window(p),
+    ...)`. Parameters (storage the chain updates in place) write nothing."""
+    out: list[tuple[HloInstruction, ShapeIndex]] = []
+    work = [(src, sidx)]
+    seen: set[tuple[int, ShapeIndex]] = set()
+    while work:
+        inst, idx = work.pop()
+        if (inst.uid, idx) in seen or inst.opcode is Opcode.PARAMETER:
+            continue
+        seen.add((inst.uid, idx))
+        out.append((inst, idx))
+        if inst.opcode is Opcode.WHILE:
+            work.append(value_source(inst.operands[0], idx))
+        work += [value_source(inst.operands[k], oi) for k, oi, ui in in_place_pairs(inst)
+                 if ui == idx and k < inst.operand_count]
+    return out
 
 
 def _in_place_origin(src: HloInstruction, sidx: ShapeIndex
@@ -274,15 +348,16 @@ def _in_place_origin(src: HloInstruction, sidx: ShapeIndex
 
 
 def _order_root_copies(kept: list[_Added]) -> None:
-    """A kept body-root copy writes loop slot i, which still holds the old value: every other
-    reader of the old value must run first (a control edge). When that would close a cycle
-    (e.g. two slots swapped), the old value is first copied out at the top of the body (XLA's
-    parameter copy with a control edge to the root copy)."""
+    """A kept body-root (aliased-output) copy writes loop slot i (the donated parameter's
+    storage), which still holds the old value: every other reader of the old value must run
+    first (a control edge). When that would close a cycle (e.g. two slots swapped), the old
+    value is first copied out at the top of the computation (XLA's parameter copy with a
+    control edge to the root copy)."""
     for a in kept:
         body = a.copy.parent
-        assert body is not None
-        param = body.parameter(0)
-        readers, _ = value_readers(param, a.index)
+        assert body is not None and a.slot is not None
+        param, pidx = a.slot
+        readers, _ = value_readers(param, pidx)
         readers = [r for r in readers if r is not a.copy]
         if not readers:
             continue
@@ -290,11 +365,15 @@ def _order_root_copies(kept: list[_Added]) -> None:
         assert ordering is not None
         if not any(ordering.executes_before(a.copy, r) for r in readers):
             for r in readers:
-                a.copy.add_control_predecessor(r)
+                if not ordering.executes_before(r, a.copy):
+                    a.copy.add_control_predecessor(r)
             continue
-        gtes = [g for g in param.users if g.opcode is Opcode.GET_TUPLE_ELEMENT
-                and (g.tuple_index,) == a.index]
-        if not gtes or len(a.index) != 1:
+        if not pidx:
+            gtes = [param]
+        else:
+            gtes = [g for g in param.users if g.opcode is Opcode.GET_TUPLE_ELEMENT
+                    and (g.tuple_index,) == pidx]
+        if not gtes or len(pidx) > 1:
             log.warning("cannot order the root copy %s after the readers of the old value",
                         a.copy.name)
             continue
@@ -331,12 +410,13 @@ def _loop_never_writes(a: _Added) -> bool:
 def _deep_copy(comp: HloComputation, value: HloInstruction,
                only: set[ShapeIndex] | None = None
                ) -> tuple[HloInstruction, list[tuple[ShapeIndex, HloInstruction]]]:
-    """A value equal to `value` whose leaves (all, or those in `only`) are fresh copies."""
+    """A value equal to `value` whose array leaves (all, or those in `only`) are fresh copies
+    (tokens carry no data and have no storage: they are never copied)."""
     copies: list[tuple[ShapeIndex, HloInstruction]] = []
 
     def build(v: HloInstruction, idx: ShapeIndex) -> HloInstruction:
         if not v.shape.is_tuple:
-            if only is not None and idx not in only:
+            if (only is not None and idx not in only) or v.shape.is_token:
                 return v
             c = comp.add(Opcode.COPY, v.shape, (v,), name=f"{v.name}.copy")
             copies.append((idx, c))

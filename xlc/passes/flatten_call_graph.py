@@ -12,22 +12,26 @@ from __future__ import annotations
 import logging
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlc.hlo.opcodes import EMBEDDED_CALLERS
+from xlc.hlo.opcodes import EMBEDDED_CALLERS, Opcode
 
 log = logging.getLogger("xlc.passes.flatten_call_graph")
 
 
 def clone_computation(module: HloModule, comp: HloComputation) -> HloComputation:
-    """A copy of `comp` (fresh unique names, same callees) added to `module` before its
-    callers."""
+    """A copy of `comp` (fresh unique names) added to `module` before its callers. It calls
+    the same computations, except that each fusion gets a clone of its fused computation (a
+    fused computation belongs to exactly one fusion, as the verifier requires)."""
     new = HloComputation(module.unique_name(comp.name))
     new.is_fusion_computation = comp.is_fusion_computation
     new.execution_thread = comp.execution_thread
     new.module = module
     mapping: dict[int, HloInstruction] = {}
     for inst in comp.instructions:
+        called = inst.called
+        if inst.opcode is Opcode.FUSION:
+            called = tuple(clone_computation(module, c) for c in called)
         clone = HloInstruction(inst.opcode, inst.shape, [mapping[o.uid] for o in inst.operands],
-                               inst.attrs, inst.called, module.unique_name(inst.name), inst.extra)
+                               inst.attrs, called, module.unique_name(inst.name), inst.extra)
         for p in inst.control_predecessors:
             clone.add_control_predecessor(mapping[p.uid])
         new.add_instruction(clone, unique_name=False)
