@@ -1,6 +1,7 @@
 """The `xlc` console script, run as a real subprocess (the installed script when on PATH)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -279,8 +280,19 @@ def test_hlo_dump_writes_llvm_and_object_stages(tmp_path: Path):
             "--dump-to", str(dump))
     assert r.returncode == 0, r.stderr
     names = {p.name for p in dump.iterdir()}
-    assert {"jit_softmax.ir-no-opt.ll", "jit_softmax.ir-with-opt.ll", "jit_softmax.o"} <= names
-    assert (dump / "jit_softmax.o").read_bytes()[:4] == b"\x7fELF"
+    m0 = "module_0000.jit_softmax"
+    assert {f"{m0}.ir-no-opt.ll", f"{m0}.ir-with-opt.ll", f"{m0}.o",
+            f"{m0}.0000.before_optimizations.hlo"} <= names
+    assert (dump / f"{m0}.o").read_bytes()[:4] == b"\x7fELF"
+    # a second compile into the same directory gets its own prefix: nothing is overwritten
+    stamps = {p.name: p.stat().st_mtime_ns for p in dump.iterdir()}
+    r = xlc("hlo", str(SOFTMAX / "module.hlo"), "--stage", "optimized", "--backend", "cpu",
+            "--dump-to", str(dump))
+    assert r.returncode == 0, r.stderr
+    again = {p.name: p.stat().st_mtime_ns for p in dump.iterdir()}
+    assert {n: again[n] for n in stamps} == stamps
+    assert {n.replace("module_0001.", "module_0000.") for n in set(again) - set(stamps)} == \
+        set(stamps)
 
 
 @requires_corpus
@@ -316,8 +328,9 @@ def test_dump_to_with_the_raw_stage_still_dumps(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     assert "is_scheduled=true" not in r.stdout  # printed as parsed, as asked
     names = {p.name for p in dump.iterdir()}
-    assert {"jit_softmax.0000.before_optimizations.hlo", "jit_softmax.after_optimizations.hlo",
-            "jit_softmax.buffer-assignment.txt"} <= names, names
+    m0 = "module_0000.jit_softmax"
+    assert {f"{m0}.0000.before_optimizations.hlo", f"{m0}.after_optimizations.hlo",
+            f"{m0}.buffer-assignment.txt"} <= names, names
 
 
 def test_dump_pass_re_needs_a_directory(tmp_path: Path):
@@ -335,12 +348,13 @@ def test_hlo_dump_writes_gpu_stages(tmp_path: Path):
             "--dump-to", str(dump))
     assert r.returncode == 0, r.stderr
     names = {p.name for p in dump.iterdir()}
-    assert {"jit_softmax.sm_80.ll", "jit_softmax.sm_80.ptx", "jit_softmax.thunks.json",
-            "jit_softmax.after_optimizations.hlo"} <= names, names
-    ptx = (dump / "jit_softmax.sm_80.ptx").read_text()
+    m0 = "module_0000.jit_softmax"
+    assert {f"{m0}.sm_80.ll", f"{m0}.sm_80.ptx", f"{m0}.thunks.json",
+            f"{m0}.after_optimizations.hlo"} <= names, names
+    ptx = (dump / f"{m0}.sm_80.ptx").read_text()
     assert ".target sm_80" in ptx and ".entry" in ptx
     if shutil.which("ptxas"):
-        assert (dump / "jit_softmax.sm_80.cubin").read_bytes()[:4] == b"\x7fELF"
+        assert (dump / f"{m0}.sm_80.cubin").read_bytes()[:4] == b"\x7fELF"
     else:
         assert "no .cubin stage for jit_softmax: ptxas is not on the PATH" in r.stderr
 
@@ -583,3 +597,24 @@ def test_failed_writes_exit_1_and_leave_the_old_file(tmp_path: Path, capsys, mon
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert main(["run", "neg.hlo", "--inputs", "in.npz", "--output", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"xlc run: error: {tmp_path}: Is a directory\n"
+
+
+def test_inspect_labels_pytree_arguments_by_path(tmp_path: Path, capsys):
+    import xlc as xlc_api
+    from xlc.cli import main
+
+    def f(params, xs, bias=None, *, scale):
+        return {"y": params["w"] * xs[0] + params["b"] + xs[1] * scale + bias[0]}
+
+    spec = xlc_api.ShapeDtype((4,), "float32")
+    compiled = xlc_api.jit(f).lower({"w": spec, "b": spec}, [spec, spec], (spec,),
+                                    scale=xlc_api.ShapeDtype((), "float32")).compile()
+    compiled.serialize(str(tmp_path / "f.xlc"))
+    assert main(["inspect", str(tmp_path / "f.xlc")]) == 0
+    out = capsys.readouterr().out
+    assert ("  f(params['b']: f32[4], params['w']: f32[4], xs[0]: f32[4], xs[1]: f32[4], "
+            "bias[0]: f32[4], scale: f32[]) -> f32[4]\n") in out
+    assert main(["inspect", str(tmp_path / "f.xlc"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_labels"] == ["params['b']", "params['w']", "xs[0]", "xs[1]", "bias[0]",
+                                    "scale"]

@@ -175,6 +175,9 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     if args.dump_pass_re:
         opts = opts.replace(dump_pass_re=args.dump_pass_re)
     if dump_to and backend in _STAGE_DUMPERS:
+        from xlc.passes.pipeline import dump_prefix
+
+        dump_prefix(opts, module)  # the code stages dump under the id of the HLO dumps
         _STAGE_DUMPERS[backend](module, dump_to)
     result = optimize_module(module, options=opts)
     if args.memory_report:
@@ -365,11 +368,37 @@ def inspect_data(path: str) -> dict[str, Any]:
     m = archive.manifest
     data = json.loads(m.model_dump_json())
     data["memory"] = {k: int(m.memory_stats.get(k, 0)) for k in MEMORY_KEYS}
+    data["input_labels"] = input_labels(data["signature"])
     if m.backend == "gpu":  # the kernels and their launch dimensions
         from xlc.backend_gpu.artifact_io import describe
 
         data["gpu"] = describe(archive.members)
     return data
+
+
+def input_labels(sig: dict[str, Any]) -> list[str]:
+    """One label per flat input of a manifest signature: the argument name followed by the
+    pytree path of the leaf (`params['w']`, `xs[0]`, `scale`; keyword arguments by their
+    keyword), or the bare argument names when the executable came from HLO (no pytree)."""
+    from xlc.artifact_manifest import tree_from_json
+    from xlc.frontend import pytree
+
+    names = sig.get("arg_names") or []
+    n = len(sig["inputs"])
+    bare = [names[i] if i < len(names) else "" for i in range(n)]
+    if sig.get("in_tree") is None:
+        return bare
+    tree = tree_from_json(sig["in_tree"])
+    if tree.kind != "tuple" or len(tree.children) != 2:
+        return bare
+    args_td, kw_td = tree.children
+    labels: list[str] = []
+    for i, td in enumerate(args_td.children):
+        base = names[i] if i < len(names) and names[i] else f"arg{i}"
+        labels += [base + p for p in pytree.leaf_paths(td)]
+    for k, td in zip(kw_td.keys, kw_td.children):
+        labels += [str(k) + p for p in pytree.leaf_paths(td)]
+    return labels if len(labels) == n else bare
 
 
 def _spec_text(spec: dict[str, Any] | None) -> str:
@@ -391,7 +420,7 @@ def inspect_text(data: dict[str, Any]) -> str:
         lines.append(f"target:   sm_{tgt['gpu_compute_capability']}")
     if data.get("entry_symbol"):
         lines.append(f"entry:    {data['entry_symbol']}")
-    names = sig.get("arg_names") or []
+    names = data.get("input_labels") or input_labels(sig)
     ins = ", ".join((f"{names[i]}: " if i < len(names) and names[i] else "") + _spec_text(s)
                     for i, s in enumerate(sig["inputs"]))
     outs = ", ".join(_spec_text(s) for s in sig["outputs"])

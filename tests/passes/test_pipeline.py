@@ -173,6 +173,16 @@ def test_dump_text(tmp_path):
     assert open(path).read() == "report"
 
 
+def _unprefixed(directory) -> list[str]:
+    """The dump files in `directory`, sorted, without their `module_IIII.` prefix; asserts
+    they all carry one prefix."""
+    import re
+
+    files = sorted(os.listdir(directory))
+    assert len({re.match(r"module_\d{4,}\.", f).group(0) for f in files}) == 1, files
+    return [f.split(".", 1)[1] for f in files]
+
+
 def test_dumps_after_matching_passes(tmp_path):
     pytest.importorskip("xlc.hlo.printer")
     opts = CompileOptions(dump_to=str(tmp_path), dump_pass_re="^(a|c)$", verify=True)
@@ -180,10 +190,10 @@ def test_dumps_after_matching_passes(tmp_path):
     Pipeline("cpu", [Recorder("a", 1), Recorder("b", 1), Recorder("c", 1), Recorder("c")]).run(
         m, opts)  # unchanged passes are not dumped
     Pipeline("late", [Recorder("a", 1)]).run(m, opts)  # numbering continues per module
-    files = sorted(os.listdir(tmp_path))
-    assert files == ["mod.0000.before_optimizations.hlo", "mod.0001.a.hlo", "mod.0002.c.hlo",
-                     "mod.0003.a.hlo"]
-    filecheck((tmp_path / "mod.0001.a.hlo").read_text(), """
+    assert _unprefixed(tmp_path) == ["mod.0000.before_optimizations.hlo", "mod.0001.a.hlo",
+                                     "mod.0002.c.hlo", "mod.0003.a.hlo"]
+    (a_dump,) = tmp_path.glob("module_*.mod.0001.a.hlo")
+    filecheck(a_dump.read_text(), """
         CHECK: HloModule mod
         CHECK: negate(
         CHECK: ROOT {{.*}}add(
@@ -200,7 +210,29 @@ def test_dump_only_before_optimizations_without_regex(tmp_path):
     pytest.importorskip("xlc.hlo.printer")
     opts = CompileOptions(dump_to=str(tmp_path))
     Pipeline("cpu", [Recorder("a", 1)]).run(small_module("mod"), opts)
-    assert os.listdir(tmp_path) == ["mod.0000.before_optimizations.hlo"]
+    assert _unprefixed(tmp_path) == ["mod.0000.before_optimizations.hlo"]
+
+
+def test_dumps_of_different_compiles_never_overwrite_each_other(tmp_path, monkeypatch):
+    """Two modules of one name (two signatures of one jitted function), and a later process
+    dumping into the same directory, each get their own `module_IIII.` prefix."""
+    pytest.importorskip("xlc.hlo.printer")
+    from xlc.passes import pipeline
+
+    opts = CompileOptions(dump_to=str(tmp_path), dump_pass_re="a")
+    first, second = small_module("mod"), small_module("mod")
+    Pipeline("cpu", [Recorder("a", 1)]).run(first, opts)
+    Pipeline("cpu", [Recorder("a", 1)]).run(second, opts)
+    dump_text(opts, "mod", "buffer-assignment.txt", "second's report")  # by name: the latest
+    ids = sorted({f.split(".")[0] for f in os.listdir(tmp_path)})
+    assert len(ids) == 2 and len(os.listdir(tmp_path)) == 5
+    assert (tmp_path / f"{ids[1]}.mod.buffer-assignment.txt").read_text() == "second's report"
+    # a new process (its counter starts at 0) continues after the directory's largest id
+    monkeypatch.setattr(pipeline, "_next_dump_id", 0)
+    third = small_module("mod")
+    Pipeline("cpu", [Recorder("a", 1)]).run(third, opts)
+    assert pipeline.dump_prefix(opts, third) == f"module_{int(ids[1][7:]) + 1:04d}.mod"
+    assert len(os.listdir(tmp_path)) == 7
 
 
 SOFTMAX = """
@@ -230,11 +262,11 @@ def test_optimize_module_dumps_passes_schedule_and_buffer_assignment(tmp_path):
 
     opts = CompileOptions(dump_to=str(tmp_path), dump_pass_re="fusion|scheduler", verify=True)
     result = optimize_module(parse_module(SOFTMAX), opts, passes=interpreter_passes(opts))
-    files = sorted(os.listdir(tmp_path))
-    assert files == ["sm.0000.before_optimizations.hlo", "sm.0001.fusion.hlo",
-                     "sm.0002.row_fusion.hlo", "sm.0003.memory_scheduler.hlo",
-                     "sm.after_optimizations.hlo", "sm.buffer-assignment.txt"]
-    final = (tmp_path / "sm.after_optimizations.hlo").read_text()
+    assert _unprefixed(tmp_path) == ["sm.0000.before_optimizations.hlo", "sm.0001.fusion.hlo",
+                                     "sm.0002.row_fusion.hlo", "sm.0003.memory_scheduler.hlo",
+                                     "sm.after_optimizations.hlo", "sm.buffer-assignment.txt"]
+    (final_dump,) = tmp_path.glob("module_*.sm.after_optimizations.hlo")
+    final = final_dump.read_text()
     filecheck(final, """
         CHECK: HloModule sm, is_scheduled=true
         CHECK: ENTRY
@@ -245,7 +277,8 @@ def test_optimize_module_dumps_passes_schedule_and_buffer_assignment(tmp_path):
     assert again.schedule is not None
     assert [i.name for i in again.schedule[again.entry]] == \
         [i.name for i in result.module.schedule[result.module.entry]]
-    report = (tmp_path / "sm.buffer-assignment.txt").read_text()
+    (report_dump,) = tmp_path.glob("module_*.sm.buffer-assignment.txt")
+    report = report_dump.read_text()
     assert report == result.assignment.report()
     filecheck(report, """
         CHECK: BufferAssignment:

@@ -9,14 +9,22 @@ A pipeline is data: a list of passes (objects with a `name` and `run(module) -> 
   prefixed `in pass '<pass>' of pipeline '<pipeline>': ...`,
 - records the wall time of every pass run (`Pipeline.timings`, `format_timings()`),
 - dumps the module after each changing pass whose name matches `options.dump_pass_re` to
-  `<dump_to>/<module>.NNNN.<pass>.hlo` when `options.dump_to` is set (NNNN counts per module
-  object, starting with `0000.before_optimizations` the first time a module is dumped).
+  `<dump_to>/module_IIII.<module>.NNNN.<pass>.hlo` when `options.dump_to` is set (NNNN counts
+  per module object, starting with `0000.before_optimizations` the first time a module is
+  dumped).
+Every dump file of one compile starts with the same prefix `module_IIII.<module>` (XLA's
+naming): IIII is given to each module object at its first dump, one past the largest id the
+dump directory already holds and past every id this process gave, so the dumps of different
+compiles (of one module name, in one process or several run one after the other) never
+overwrite each other. Later stages of the same compile (the backends' `.ll`, `.o`, `.ptx`)
+name the module by its name; that resolves to the id its last dump in this thread used.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -56,20 +64,66 @@ PassEntry = Union[HloPass, "FixedPoint", "Pipeline"]
 _DUMP_COUNTERS: weakref.WeakKeyDictionary[HloModule, int] = weakref.WeakKeyDictionary()
 
 
+# Dump file prefixes (`module_0003.<name>`): the id of each dumped module object, the next id
+# this process gives, and per thread the id each module name last dumped under.
+_DUMP_IDS: weakref.WeakKeyDictionary[HloModule, int] = weakref.WeakKeyDictionary()
+_DUMP_ID_FILE = re.compile(r"^module_(\d{4,})\.")
+_dump_lock = threading.Lock()
+_next_dump_id = 0
+_latest = threading.local()
+
+
 def _safe_file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", text) or "_"
 
 
-def dump_text(options: CompileOptions | None, module_name: str, suffix: str,
+def _new_dump_id(directory: str) -> int:
+    """An id past every one this process gave and every `module_IIII.` file in `directory`."""
+    global _next_dump_id
+    used = -1
+    try:
+        for name in os.listdir(directory):
+            m = _DUMP_ID_FILE.match(name)
+            if m:
+                used = max(used, int(m.group(1)))
+    except OSError:  # not created yet
+        pass
+    n = max(_next_dump_id, used + 1)
+    _next_dump_id = n + 1
+    return n
+
+
+def dump_prefix(options: CompileOptions, module: HloModule) -> str:
+    """`module_IIII.<name>`: the file prefix of every dump of `module` (one id per module
+    object, see the module docstring). Requires `options.dump_to`."""
+    assert options.dump_to
+    with _dump_lock:
+        n = _DUMP_IDS.get(module)
+        if n is None:
+            n = _DUMP_IDS[module] = _new_dump_id(options.dump_to)
+    latest: dict[str, int] = _latest.__dict__.setdefault("by_name", {})
+    latest[module.name] = n
+    return f"module_{n:04d}.{_safe_file_part(module.name)}"
+
+
+def dump_text(options: CompileOptions | None, module: HloModule | str, suffix: str,
               text: str) -> str | None:
-    """Write `text` to `<options.dump_to>/<module_name>.<suffix>` when dumping is on.
+    """Write `text` to `<options.dump_to>/<prefix>.<suffix>` when dumping is on, where the
+    prefix is `dump_prefix(module)` for a module, and for a module name the prefix its last
+    dump in this thread used (the bare name when it has none).
 
     Returns the path written, or None when `options.dump_to` is unset. Creates the directory.
-    Used for per-pass dumps and by later stages (schedule, buffer-assignment report)."""
+    Used for per-pass dumps and by later stages (schedule, buffer-assignment report, code)."""
     if options is None or not options.dump_to:
         return None
     os.makedirs(options.dump_to, exist_ok=True)
-    path = os.path.join(options.dump_to, f"{_safe_file_part(module_name)}.{suffix}")
+    if isinstance(module, HloModule):
+        prefix = dump_prefix(options, module)
+    else:
+        n = getattr(_latest, "by_name", {}).get(module)
+        prefix = _safe_file_part(module) if n is None else \
+            f"module_{n:04d}.{_safe_file_part(module)}"
+    path = os.path.join(options.dump_to, f"{prefix}.{suffix}")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     log.debug("dumped %s", path)
@@ -81,10 +135,10 @@ def _dump_module(options: CompileOptions, module: HloModule, pass_name: str) -> 
 
     n = _DUMP_COUNTERS.get(module)
     if n is None:
-        dump_text(options, module.name, "0000.before_optimizations.hlo", print_module(module))
+        dump_text(options, module, "0000.before_optimizations.hlo", print_module(module))
         n = 1
     if pass_name:
-        dump_text(options, module.name, f"{n:04d}.{_safe_file_part(pass_name)}.hlo",
+        dump_text(options, module, f"{n:04d}.{_safe_file_part(pass_name)}.hlo",
                   print_module(module))
         n += 1
     _DUMP_COUNTERS[module] = n
