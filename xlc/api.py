@@ -67,6 +67,9 @@ class InterpreterExecutable:
     so every pass is exercised end to end against the oracle."""
 
     def __init__(self, module: HloModule, options: CompileOptions):
+        from xlc.hlo.support import check_runnable
+
+        check_runnable(module, "interpreter backend")  # before the passes
         self.optimized = optimize_module(module, "interpreter", options)
         self.module = self.optimized.module
         self.options = options

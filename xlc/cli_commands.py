@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.compile_stages import progress_bar
 from xlc.errors import ArgumentError, XlcError
 
 log = logging.getLogger("xlc.cli")
@@ -257,7 +258,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     assert module.entry is not None
     inputs = load_inputs(args.inputs, len(module.entry.parameters))
     opts = _options(args)
-    compiled = xlc.compile(module, backend=opts.backend, options=opts)
+    with progress_bar(sys.stderr):  # shown for compiles over ~2 s
+        compiled = xlc.compile(module, backend=opts.backend, options=opts)
     write_outputs(flatten(compiled(*inputs)), args.output)
     return 0
 
@@ -345,7 +347,8 @@ def compile_input(args: argparse.Namespace) -> Any:
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an HLO file or a Python function to an .xlc executable."""
     t0 = time.perf_counter()
-    compiled = compile_input(args)
+    with progress_bar(sys.stderr):  # shown for compiles over ~2 s
+        compiled = compile_input(args)
     compiled.serialize(args.output)
     size = Path(args.output).stat().st_size
     stats = compiled.memory_stats()

@@ -233,11 +233,11 @@ CASES = [
       '  ROOT b = f32[] while(a), condition=e\n'
       '}\n'),
      "while is missing attribute 'body'", 4, 18),
-    ('dyn_dim',
+    ('dyn_dim',  # bounded ones (f32[<=4]) parse; unbounded ones do not
      H + ('ENTRY e {\n'
-      '  ROOT a = f32[<=4] parameter(0)\n'
+      '  ROOT a = f32[?] parameter(0)\n'
       '}\n'),
-     'dynamic dimensions are not supported', 3, 16),
+     "unbounded dynamic dimensions ('?') are not supported; give a bound ('<=N')", 3, 16),
     ('unknown_comp_branch',
      H + ('ENTRY e {\n'
       '  i = s32[] parameter(0)\n'

@@ -4,18 +4,20 @@ MCJIT. `compile_cpu(module, options)` is the backend factory for `xlc.api`.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from xlc.backend_cpu.dedupe import dedupe_functions
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
 from xlc.backend_cpu.registry import EMITTERS
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.parallel import host_threads
+from xlc.compile_stages import Stages, gc_paused
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
+from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
 from xlc.passes.buffer_assignment import BufferAssignment
 from xlc.passes.conv_to_dot import ConvToDot
@@ -23,6 +25,9 @@ from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passe
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 
 log = logging.getLogger("xlc.backend_cpu")
+
+STAGES = ("hlo-passes", "emit", "llvm-optimize", "llvm-codegen")
+"""The stages of a CPU compile, as logged on `xlc.compile` (`xlc.compile_stages`)."""
 
 
 def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
@@ -56,20 +61,25 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> Cpu
     Raises UnsupportedOpError naming the instruction for anything without a CPU emitter, and
     LoweringError when the generated LLVM IR fails verification."""
     options = options or default_options()
-    t0 = time.perf_counter()
-    mod = module.clone()
-    optimized = run_cpu_passes(mod, options)
-    ba = optimized.assignment
-    _check_entry(mod, ba)
-    t1 = time.perf_counter()
-    entry_name = lu.unique_symbol(f"xlc_{_ident(mod.name)}")
-    llmod = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads)).emit()
-    t2 = time.perf_counter()
-    ref = lu.parse_and_verify(llmod, entry_name)
-    optimize_cpu(ref, options.opt_level)
-    lu.jit_engine().add_module(ref)
-    t3 = time.perf_counter()
-    timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "llvm_s": t3 - t2}
+    check_runnable(module, "CPU backend", FOUR_BIT_TYPES)
+    stages = Stages(f"{module.name} [cpu]", STAGES)
+    with gc_paused():
+        mod = module.clone()
+        with stages.run("hlo-passes", "hlo_passes_s"):
+            optimized = run_cpu_passes(mod, options)
+            ba = optimized.assignment
+            _check_entry(mod, ba)
+        entry_name = lu.unique_symbol(f"xlc_{_ident(mod.name)}")
+        with stages.run("emit", "emit_s"):
+            llmod = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads)
+                               ).emit()
+            dedupe_functions(llmod)
+        with stages.run("llvm-optimize", "llvm_s"):
+            ref = lu.parse_and_verify(llmod, entry_name)
+            optimize_cpu(ref, options.opt_level)
+        with stages.run("llvm-codegen", "llvm_s"):
+            lu.jit_engine().add_module(ref)
+    timings = dict(stages.timings)
     exe = CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
                         llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings,
                         optimized=optimized)

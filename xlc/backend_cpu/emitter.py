@@ -48,6 +48,7 @@ UNSUPPORTED: dict[Opcode, str] = {
     Opcode.RNG: "random number generation is not implemented by the CPU backend yet",
     Opcode.RNG_GET_AND_UPDATE_STATE: "random number generation is not implemented by the CPU "
                                      "backend yet",
+    Opcode.FFT: "FFT is not implemented by the CPU backend (the interpreter backend runs it)",
 }
 """Opcodes with no CPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
 

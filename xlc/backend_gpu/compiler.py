@@ -29,6 +29,7 @@ from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.streams import StreamPlan, plan_streams, prepare_multi_stream
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.ir import HloModule
+from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
@@ -111,6 +112,7 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     anything without a GPU emitter and LoweringError when LLVM or ptxas rejects a kernel."""
     options = options or default_options()
     ptx_version = check_gpu_options(options, ptx_version)
+    check_runnable(module, "GPU backend", FOUR_BIT_TYPES)
     t0 = time.perf_counter()
     mod = module.clone()
     opt, streams = run_gpu_passes(mod, options)

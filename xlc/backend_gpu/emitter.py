@@ -43,6 +43,8 @@ UNSUPPORTED: dict[Opcode, str] = {
     Opcode.RNG_GET_AND_UPDATE_STATE: "the stateful 'rng' ops are not supported (XLA expands "
                                      "them; use rng-bit-generator)",
     Opcode.CUSTOM_CALL: "custom-call targets are not supported by the GPU backend",
+    Opcode.FFT: "FFT is not implemented by the GPU backend (XLA calls cuFFT; the interpreter "
+                "backend runs it)",
 }
 """Opcodes with no GPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
 

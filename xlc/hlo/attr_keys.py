@@ -56,6 +56,7 @@ _BY_OPCODE: dict[Opcode, tuple[str, ...]] = {
     Opcode.SORT: ("dimensions", "is_stable", "to_apply"),
     Opcode.TOPK: ("k", "largest"),
     Opcode.MAP: ("dimensions", "to_apply"),
+    Opcode.FFT: ("fft_type", "fft_length"),
     Opcode.RNG: ("distribution",),
     Opcode.RNG_BIT_GENERATOR: ("algorithm",),
     Opcode.RNG_GET_AND_UPDATE_STATE: ("delta",),

@@ -6,21 +6,23 @@ Attribute keys are exactly XLA's text keys (`dimensions`, `slice`, `padding`, `w
 | key(s)                                                   | type                          |
 |----------------------------------------------------------|-------------------------------|
 | dimensions, dynamic_slice_sizes, slice_sizes, *_dims,     | tuple[int, ...]               |
-|   start_index_map, scatter_dims_to_operand_dims, ...      |                               |
+|   start_index_map, scatter_dims_to_operand_dims,          |                               |
+|   fft_length, ...                                         |                               |
 | index, iota_dimension, index_vector_dim, k,               | int                           |
 |   feature_group_count, batch_group_count, parameter_number,|                              |
 |   inferred_dimension, exponent_bits, mantissa_bits        |                               |
 | is_stable, largest, indices_are_sorted, unique_indices    | bool                          |
 | direction, type, kind, custom_call_target, distribution,  | str                           |
-|   algorithm                                               |                               |
+|   algorithm, fft_type (FFT, IFFT, RFFT, IRFFT)            |                               |
 | slice                                                     | tuple[SliceDim, ...]          |
 | padding                                                   | PaddingConfig                 |
 | window                                                    | Window                        |
 | dim_labels                                                | ConvDimLabels                 |
 | literal (constant)                                        | Literal                       |
 
-Anything else (metadata, backend_config, sharding, frontend_attributes, operand_precision, ...)
-is kept verbatim as raw text in `HloInstruction.extra` and printed back unchanged.
+The other keys XLA knows for an opcode (`xlc.hlo.attr_keys`: metadata, backend_config, sharding,
+frontend_attributes, operand_precision, ...) are kept verbatim as raw text in
+`HloInstruction.extra` and printed back unchanged.
 """
 from __future__ import annotations
 

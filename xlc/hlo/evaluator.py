@@ -29,6 +29,7 @@ from xlc.hlo.evaluator_rng import rng_bit_generator_handler
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
+from xlc.hlo.support import check_runnable
 
 log = logging.getLogger("xlc.hlo.evaluator")
 
@@ -191,6 +192,7 @@ def evaluate(module: HloModule, args: Sequence[Any]) -> Value:
     UnsupportedOpError naming the instruction it cannot run."""
     if module.entry is None:
         raise EvaluationError(f"module '{module.name}' has no entry computation")
+    check_runnable(module, "evaluator")  # dynamic dimensions need run-time sizes
     ev = Evaluator(module)
     return ev.run(module.entry, check_arguments(module.entry, args))
 

@@ -398,7 +398,26 @@ def _convolution(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndar
     return (out != 0) if dt == np.bool_ else cast(out, dt)
 
 
+def _fft(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndarray:
+    """numpy's FFTs over the innermost len(fft_length) axes (computed in double precision,
+    rounded once to the result type); IRFFT takes fft_length as the output sizes."""
+    x = np.asarray(ops[0])
+    lengths = tuple(int(n) for n in inst.attrs["fft_length"])
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    kind = inst.attrs["fft_type"]
+    if kind == "FFT":
+        out = np.fft.fftn(x.astype(np.complex128), axes=axes)
+    elif kind == "IFFT":
+        out = np.fft.ifftn(x.astype(np.complex128), axes=axes)
+    elif kind == "RFFT":
+        out = np.fft.rfftn(x.astype(np.float64), s=lengths, axes=axes)
+    else:
+        out = np.fft.irfftn(x.astype(np.complex128), s=lengths, axes=axes)
+    return out.astype(inst.shape.dtype)
+
+
 DATA_HANDLERS: dict[Opcode, Handler] = {
+    Opcode.FFT: _fft,
     Opcode.BROADCAST: _broadcast,
     Opcode.RESHAPE: _reshape,
     Opcode.TRANSPOSE: _transpose,

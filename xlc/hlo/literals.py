@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import ml_dtypes
 import numpy as np
 
 from xlc.hlo.attrs import Literal
@@ -101,7 +102,7 @@ def _convert(cur: Cursor, values: list[tuple[str, int]], shape: Shape) -> np.nda
         if et is PrimitiveType.PRED:
             return np.array([_pred(t) for t, _ in values], dtype=np.bool_)
         if et.is_integer:
-            info = np.iinfo(et.dtype)
+            info = ml_dtypes.iinfo(et.dtype)  # also s4/u4
             ints = [int(t) for t, _ in values]
             for (t, pos), v in zip(values, ints):
                 if v < info.min or v > info.max:

@@ -99,6 +99,7 @@ _TABLE: list[tuple[str, str, int, str, str]] = [
     ("SORT", "sort", -1, "other", "X"),
     ("TOPK", "topk", 1, "other", "X"),
     ("MAP", "map", -1, "other", "X"),
+    ("FFT", "fft", 1, "other", "X"),
     # --- leaves -------------------------------------------------------------------------
     ("PARAMETER", "parameter", 0, "leaf", "X"),
     ("CONSTANT", "constant", 0, "leaf", ""),
@@ -198,6 +199,7 @@ class Opcode(enum.Enum):
     SORT = "sort"
     TOPK = "topk"
     MAP = "map"
+    FFT = "fft"
     PARAMETER = "parameter"
     CONSTANT = "constant"
     IOTA = "iota"

@@ -7,6 +7,7 @@ none of these tables are kept as raw text in `HloInstruction.extra`.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import Any
@@ -59,10 +60,14 @@ def parse_shape_at(cur: Cursor) -> Shape:
         cur.error(f"unknown primitive type '{pm.group(1)}'")
     cur.pos = pm.end()
     dims: list[int] = []
+    dynamic: list[int] = []
     if not cur.accept("]"):
         while True:
-            if cur.peek_str("?") or cur.peek_str("<="):
-                cur.error("dynamic dimensions are not supported")
+            if cur.peek_str("?"):
+                cur.error("unbounded dynamic dimensions ('?') are not supported; give a bound "
+                          "('<=N')")
+            if cur.accept("<="):
+                dynamic.append(len(dims))
             d = cur.integer("dimension size")
             if d < 0:
                 cur.error(f"negative dimension size {d}")
@@ -75,6 +80,8 @@ def parse_shape_at(cur: Cursor) -> Shape:
     else:
         layout = _parse_layout(cur, len(dims))
         shape = Shape.array(et, tuple(dims), layout)
+        if dynamic:
+            shape = dataclasses.replace(shape, dynamic_dims=tuple(dynamic))
     if m and cur.pos == m.end():
         if len(_shape_cache) > 4096:  # bound the memo in long-running processes
             _shape_cache.clear()
@@ -286,12 +293,12 @@ _INT_LIST_KEYS = (
     "lhs_contracting_dims", "rhs_contracting_dims", "offset_dims", "collapsed_slice_dims",
     "start_index_map", "operand_batching_dims", "start_indices_batching_dims",
     "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-    "input_batching_dims", "scatter_indices_batching_dims",
+    "input_batching_dims", "scatter_indices_batching_dims", "fft_length",
 )
 _INT_KEYS = ("index", "iota_dimension", "index_vector_dim", "k", "feature_group_count",
              "batch_group_count", "inferred_dimension", "exponent_bits", "mantissa_bits")
 _BOOL_KEYS = ("is_stable", "largest", "indices_are_sorted", "unique_indices")
-_WORD_KEYS = ("direction", "type", "kind", "distribution", "algorithm")
+_WORD_KEYS = ("direction", "type", "kind", "distribution", "algorithm", "fft_type")
 
 ATTR_PARSERS: dict[str, AttrParser] = {
     **{k: parse_int_list for k in _INT_LIST_KEYS},
@@ -320,5 +327,6 @@ ATTR_PRINT_ORDER: tuple[str, ...] = (
     "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
     "scatter_dims_to_operand_dims", "index_vector_dim", "slice_sizes", "indices_are_sorted",
     "unique_indices", "direction", "type", "is_stable", "k", "largest", "distribution",
-    "algorithm", "exponent_bits", "mantissa_bits", "inferred_dimension", "custom_call_target",
+    "algorithm", "exponent_bits", "mantissa_bits", "inferred_dimension", "fft_type",
+    "fft_length", "custom_call_target",
 )

@@ -35,6 +35,8 @@ class PrimitiveType(enum.Enum):
     BF16 = ("bf16", 2, "bfloat16")
     F32 = ("f32", 4, "float32")
     F64 = ("f64", 8, "float64")
+    S4 = ("s4", 1, "int4")  # one element per byte (XLA's unpacked in-memory form)
+    U4 = ("u4", 1, "uint4")
     C64 = ("c64", 8, "complex64")
     C128 = ("c128", 16, "complex128")
     TOKEN = ("token", 0, None)
@@ -64,11 +66,13 @@ class PrimitiveType(enum.Enum):
 
     @property
     def is_signed_int(self) -> bool:
-        return self in (PrimitiveType.S8, PrimitiveType.S16, PrimitiveType.S32, PrimitiveType.S64)
+        return self in (PrimitiveType.S4, PrimitiveType.S8, PrimitiveType.S16, PrimitiveType.S32,
+                        PrimitiveType.S64)
 
     @property
     def is_unsigned_int(self) -> bool:
-        return self in (PrimitiveType.U8, PrimitiveType.U16, PrimitiveType.U32, PrimitiveType.U64)
+        return self in (PrimitiveType.U4, PrimitiveType.U8, PrimitiveType.U16, PrimitiveType.U32,
+                        PrimitiveType.U64)
 
     @property
     def is_integer(self) -> bool:
@@ -76,6 +80,8 @@ class PrimitiveType(enum.Enum):
 
     @property
     def bit_width(self) -> int:
+        if self in (PrimitiveType.S4, PrimitiveType.U4):
+            return 4
         return 1 if self is PrimitiveType.PRED else self.byte_size * 8
 
     @staticmethod
@@ -95,8 +101,8 @@ class PrimitiveType(enum.Enum):
 
 _DTYPES: dict[PrimitiveType, np.dtype] = {}
 for _pt in PrimitiveType:
-    if _pt.value[2] == "bfloat16":
-        _DTYPES[_pt] = np.dtype(ml_dtypes.bfloat16)
+    if _pt.value[2] in ("bfloat16", "int4", "uint4"):
+        _DTYPES[_pt] = np.dtype(getattr(ml_dtypes, _pt.value[2]))
     elif _pt.value[2] is not None:
         _DTYPES[_pt] = np.dtype(_pt.value[2])
 _BY_TEXT = {pt.text: pt for pt in PrimitiveType}
@@ -130,12 +136,14 @@ def default_layout(rank: int) -> Layout:
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """An array shape (`element_type`, `dims`, `layout`) or a tuple shape (`tuple_shapes`)."""
+    """An array shape (`element_type`, `dims`, `layout`) or a tuple shape (`tuple_shapes`).
+    `dynamic_dims` lists the bounded dynamic dimensions (`f32[<=8]`: dims holds the bound)."""
 
     element_type: PrimitiveType | None
     dims: tuple[int, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple[Shape, ...] | None = None
+    dynamic_dims: tuple[int, ...] = ()
 
     # ---- constructors -------------------------------------------------------------------
     @staticmethod
@@ -178,6 +186,13 @@ class Shape:
     @property
     def rank(self) -> int:
         return len(self.dims)
+
+    @property
+    def is_static(self) -> bool:
+        """No bounded dynamic dimension anywhere in the shape."""
+        if self.tuple_shapes is not None:
+            return all(s.is_static for s in self.tuple_shapes)
+        return not self.dynamic_dims
 
     @property
     def is_scalar(self) -> bool:
@@ -258,7 +273,9 @@ class Shape:
         if self.tuple_shapes is not None:
             return "(" + ", ".join(s.to_text(layout) for s in self.tuple_shapes) + ")"
         assert self.element_type is not None
-        text = f"{self.element_type.text}[{','.join(str(d) for d in self.dims)}]"
+        dims = ",".join(("<=" if i in self.dynamic_dims else "") + str(d)
+                        for i, d in enumerate(self.dims))
+        text = f"{self.element_type.text}[{dims}]"
         if layout and self.layout is not None and self.dims:
             text += str(self.layout)
         return text

@@ -17,6 +17,7 @@ from xlc.hlo.attrs import Window
 from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
+from xlc.hlo.shape_inference_nn import infer_fft
 from xlc.hlo.shape_inference_util import fail, fmt
 
 _Rule = Callable[[HloInstruction], "Shape | None"]
@@ -217,6 +218,8 @@ _RULES: dict[Opcode, _Rule] = {
     Opcode.SORT: lambda i: si.infer_sort(_ops(i), _one_dim(i), _called(i)),
     Opcode.TOPK: lambda i: si.infer_topk(i.operands[0].shape, int(i.attrs["k"])),
     Opcode.MAP: _map,
+    Opcode.FFT: lambda i: infer_fft(i.operands[0].shape, str(i.attrs["fft_type"]),
+                                    tuple(i.attrs["fft_length"])),
     Opcode.PARAMETER: _none,
     Opcode.CONSTANT: _none,  # literal check in the verifier
     Opcode.IOTA: _iota,

@@ -349,3 +349,41 @@ def infer_select_and_scatter(operand: Shape, source: Shape, init_value: Shape, w
     if scatter is not None:
         check_scalar_lambda(op, scatter, [et, et], [et], role="scatter")
     return operand.with_default_layout()
+
+
+# ---- fft -----------------------------------------------------------------------------------
+FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
+
+
+def infer_fft(operand: Shape, fft_type: str, fft_length: tuple[int, ...]) -> Shape:
+    """`fft` over the innermost len(fft_length) (1 to 3) dimensions, XLA's InferFftShape:
+    FFT/IFFT take complex and keep the shape; RFFT takes f32/f64 whose inner dims equal
+    fft_length and returns c64/c128 with the last dim fft_length[-1] // 2 + 1; IRFFT takes
+    complex with that last dim and returns the real type with the inner dims fft_length."""
+    require_array("fft", operand)
+    et = operand.element_type
+    assert et is not None
+    k, r = len(fft_length), operand.rank
+    if fft_type not in FFT_TYPES:
+        fail("fft", f"fft_type must be one of {', '.join(FFT_TYPES)}", fft_type)
+    if not 1 <= k <= 3 or r < k:
+        fail("fft", "fft_length must name 1 to 3 inner dimensions of the operand",
+             f"fft_length={fmt_dims(fft_length)} for {fmt(operand)}")
+    inner, last = operand.dims[r - k:], fft_length[-1]
+    if fft_type in ("FFT", "IFFT", "IRFFT") and not et.is_complex:
+        fail("fft", f"{fft_type} requires a complex operand", fmt(operand))
+    if fft_type == "RFFT" and et not in (PrimitiveType.F32, PrimitiveType.F64):
+        fail("fft", "RFFT requires an f32 or f64 operand", fmt(operand))
+    want = tuple(fft_length) if fft_type != "IRFFT" else tuple(fft_length[:-1]) + (
+        last // 2 + 1,)
+    if tuple(inner) != want:
+        fail("fft", f"{fft_type} needs inner dimensions {fmt_dims(want)} for fft_length "
+                    f"{fmt_dims(fft_length)}", fmt(operand))
+    dims = list(operand.dims)
+    if fft_type == "RFFT":
+        dims[-1] = last // 2 + 1
+        et = PrimitiveType.C64 if et is PrimitiveType.F32 else PrimitiveType.C128
+    elif fft_type == "IRFFT":
+        dims[-1] = last
+        et = PrimitiveType.F32 if et is PrimitiveType.C64 else PrimitiveType.F64
+    return Shape.array(et, tuple(dims))

@@ -98,6 +98,7 @@ _REQUIRED_ATTRS: dict[Opcode, tuple[str, ...]] = {
     Opcode.SORT: ("dimensions",),
     Opcode.TOPK: ("k",),
     Opcode.REDUCE_PRECISION: ("exponent_bits", "mantissa_bits"),
+    Opcode.FFT: ("fft_type", "fft_length"),
     Opcode.CUSTOM_CALL: ("custom_call_target",),
 }
 
@@ -121,14 +122,14 @@ _ATTR_TYPES: dict[str, _AttrCheck] = {
         "lhs_contracting_dims", "rhs_contracting_dims", "offset_dims", "collapsed_slice_dims",
         "start_index_map", "operand_batching_dims", "start_indices_batching_dims",
         "update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-        "input_batching_dims", "scatter_indices_batching_dims")},
+        "input_batching_dims", "scatter_indices_batching_dims", "fft_length")},
     **{k: _INT for k in (
         "index", "iota_dimension", "index_vector_dim", "k", "feature_group_count",
         "batch_group_count", "parameter_number", "inferred_dimension", "exponent_bits",
         "mantissa_bits")},
     **{k: _BOOL for k in ("is_stable", "largest", "indices_are_sorted", "unique_indices")},
     **{k: _STR for k in ("direction", "type", "kind", "custom_call_target", "distribution",
-                         "algorithm")},
+                         "algorithm", "fft_type")},
     "slice": (lambda v: isinstance(v, tuple) and all(isinstance(x, SliceDim) for x in v),
               "a list of [start:limit:stride] ranges"),
     "padding": (lambda v: isinstance(v, PaddingConfig), "a padding config lo_hi_interior"),
