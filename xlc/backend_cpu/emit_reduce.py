@@ -6,7 +6,9 @@ Two loop orders, chosen from the input's layout:
   accumulators in registers (allocas promoted by mem2reg). The reducer computation is a scalar
   function whose float add/multiply carry `reassoc`, so LLVM vectorises the inner loop with
   several partial sums (error bound: like any reassociated sum, |err| <= (n-1) eps sum|x_i|,
-  the same order as the sequential bound);
+  the same order as the sequential bound); long float sums (single-op `add` reducers over at
+  least 2 x 1024 elements) instead add blocks of 1024 elements pairwise
+  (`emit_reduce_blocked`), so their error grows with log2(n) rather than n / 64;
 * **column** (the minor dimension is kept): outputs initialised to the init values, then one
   pass over the input in physical order doing `out[o] = f(out[o], x)`; the inner loop runs
   along contiguous kept elements and vectorises without reassociation.
@@ -23,6 +25,7 @@ from xlc.backend_cpu.emit_loops import (
     operand_generator,
     output_buffers,
 )
+from xlc.backend_cpu.emit_reduce_blocked import block_plan, emit_blocked_sums
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -113,26 +116,45 @@ def _row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction, heroe
             slots.append([b.alloca(lu.value_type(element_type(red.operands[_n(red) + j].shape,
                                                               red.name)))
                           for j in range(_n(red))])
+    plan = block_plan(heroes, in_shape, rdims)
     with loop_over(b, in_shape, "o", dims=kept, outer=k.outer) as kidx:
         gen.clear_cache()
         for (red, _), ss in zip(heroes, slots):
             for j, slot in enumerate(ss):
                 b.store(gen.generate(red.operands[_n(red) + j], []), slot)
-        with loop_over(b, in_shape, "r", dims=rdims) as ridx:
-            full = _merge(kidx, ridx)
-            gen.clear_cache()
-            for (red, _), ss in zip(heroes, slots):
-                xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
-                accs = [b.load(s) for s in ss]
-                for s, v in zip(ss, _call_reducer(em, b, red, accs, xs)):
-                    b.store(v, s)
-            for inst, sidx in loops:
-                k.write(out, full, gen.generate(inst, full), sidx)
+        if plan is not None:  # long float sums: blocks summed pairwise
+
+            def each(full: list[ir.Value]) -> None:
+                for inst, sidx in loops:
+                    k.write(out, full, gen.generate(inst, full), sidx)
+
+            emit_blocked_sums(em, k, gen, heroes, kidx, slots, plan, each)
+        else:
+            _row_loop(em, k, gen, out, heroes, loops, kidx, rdims, slots)
         gen.clear_cache()
         oidx = [kidx[d] for d in kept]
         for (_red, sidxs), ss in zip(heroes, slots):
             for s, sidx in zip(ss, sidxs):
                 k.write(out, oidx, b.load(s), sidx)
+
+
+def _row_loop(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
+              heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]],
+              kidx: list, rdims: list[int], slots: list[list[ir.Value]]) -> None:
+    """The plain inner loop of a row reduction: every reduced element, in physical order,
+    into the accumulator slots."""
+    b = k.b
+    in_shape = heroes[0][0].operands[0].shape
+    with loop_over(b, in_shape, "r", dims=rdims) as ridx:
+        full = _merge(kidx, ridx)
+        gen.clear_cache()
+        for (red, _), ss in zip(heroes, slots):
+            xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
+            accs = [b.load(s) for s in ss]
+            for s, v in zip(ss, _call_reducer(em, b, red, accs, xs)):
+                b.store(v, s)
+        for inst, sidx in loops:
+            k.write(out, full, gen.generate(inst, full), sidx)
 
 
 def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,

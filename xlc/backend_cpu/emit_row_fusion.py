@@ -4,7 +4,8 @@ Emitted as one loop over the kept (row) index k, split over the threads by rows 
 inputs; per row:
 1. every reduce of the fused computation, in dependency order (post order), is folded over the
    reduced dims into a register (an accumulator the loop vectoriser turns into several vector
-   partial results: the reducer is called with `reassoc`, error bound as in `emit_reduce`);
+   partial results: the reducer is called with `reassoc`, error bound as in `emit_reduce`; long
+   float sums add blocks pairwise, `emit_reduce_blocked`);
    from then on the reduce is a *leaf* of the elemental emitter that returns that so
    a later reduce (the sum of a softmax reads its max) and the root read it without recomputing;
 2. the root(s) are evaluated over the reduced dims at (k, d) and stored.
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
+from xlc.backend_cpu.emit_reduce_blocked import block_plan, emit_blocked_sums
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -65,6 +67,13 @@ def _fold_row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, red: HloInstruction,
     with b.goto_entry_block():
         slot = b.alloca(lu.value_type(element_type(red.shape, red.name)))
     b.store(init_v, slot)
+    plan = block_plan([(red, [()])], operand.shape, rdims)
+    if plan is not None:  # a long float sum: blocks summed pairwise, as in emit_reduce
+        emit_blocked_sums(em, k, gen, [(red, [()])], kidx, [[slot]], plan,
+                          None if keep is None else
+                          lambda full: keep(full, gen.generate(operand, full)))
+        gen.clear_cache()
+        return b.load(slot)
     with loop_over(b, operand.shape, "r", dims=rdims) as ridx:
         gen.clear_cache()
         full = _merge(kidx, ridx)
