@@ -44,13 +44,14 @@ def _want(text: str, args: list[np.ndarray]) -> list[np.ndarray]:
                                                            [a.copy() for a in args]))]
 
 
+@pytest.mark.parametrize("streams", [1, 4])
 @pytest.mark.parametrize("text", [REVERSE, ABS_AND_SELF, TRANSPOSE],
                          ids=["reverse", "abs_and_self", "transpose"])
-def test_donated_parameter_through_the_runtime(text: str,
+def test_donated_parameter_through_the_runtime(text: str, streams: int,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through the runtime (fake driver: argument binding of donated blocks, copies, kernels
-    in the emulator). The reverse gave [63 ... 32 32 33 ... 63] before the fix."""
-    exe = compile_text(text)
+    """Through the runtime (fake driver: argument binding of donated blocks, copies, events,
+    kernels in the emulator). The reverse gave [63 ... 32 32 33 ... 63] before the fix."""
+    exe = compile_text(text, gpu_streams=streams)
     monkeypatch.setattr(runtime, "_driver", FakeDriver(exe))
     monkeypatch.setattr(runtime, "_context", None)
     args = [-np.arange(np.prod(exe.parameters[0].dims), dtype=np.float32)
