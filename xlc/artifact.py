@@ -63,6 +63,7 @@ from xlc.artifact_manifest import (
 )
 from xlc.errors import ArtifactError
 from xlc.fileio import write_bytes_atomic
+from xlc.frontend.arguments import shape_tree
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
@@ -461,6 +462,8 @@ class LoadedExecutable(Compiled):
         self.backend = m.backend
         self.name = sig.name
         self.in_avals = [spec_to_aval(s) for s in sig.inputs]
+        assert self.module.entry is not None
+        self._param_trees = [shape_tree(p.shape) for p in self.module.entry.parameters]
         self.in_tree = tree_from_json(sig.in_tree) if sig.in_tree is not None else None
         self.out_tree = tree_from_json(sig.out_tree)
         self.arg_names = list(sig.arg_names)
