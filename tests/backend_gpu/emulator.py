@@ -144,6 +144,31 @@ def host_ir(text: str) -> str:
     text = re.sub(r'define internal void @"xlc_mma_(\w+)"\(ptr %"\.1"\)[^\n]*\n\{.*?\n\}\n',
                   lambda m: f'declare void @"emu_mma_{m.group(1)}"(ptr)\n', text, flags=re.S)
     text = re.sub(r'@"xlc_mma_(\w+)"', r'@"emu_mma_\1"', text)
+    return _nvptx_frem(text)
+
+
+_FREM = re.compile(r"= frem(?: [a-z]+)* (float|double) ([^,\n]+), ([^\n]+)")
+
+
+def _nvptx_frem(text: str) -> str:
+    """`frem` as LLVM's NVPTX target lowers it (`x - trunc(x / y) * y` with one FMA; x when y
+    is infinite), not the host's exact libm fmod, so the emulator computes what the GPU does."""
+    if not _FREM.search(text):
+        return text
+    text = _FREM.sub(lambda m: f'= call {m.group(1)} @"emu_frem_{m.group(1)}"'
+                               f"({m.group(1)} {m.group(2)}, {m.group(1)} {m.group(3)})", text)
+    for ty, sfx in (("float", "f32"), ("double", "f64")):
+        for fn, n in (("trunc", 1), ("fma", 3), ("fabs", 1)):
+            name = f"llvm.{fn}.{sfx}"
+            if f"@{name}(" not in text and f'@"{name}"(' not in text:
+                text += f"declare {ty} @{name}({', '.join([ty] * n)})\n"
+        text += (f'define internal {ty} @"emu_frem_{ty}"({ty} %a, {ty} %b) {{\n'
+                 f"  %q = fdiv {ty} %a, %b\n  %t = call {ty} @llvm.trunc.{sfx}({ty} %q)\n"
+                 f"  %n = fneg {ty} %t\n"
+                 f"  %r = call {ty} @llvm.fma.{sfx}({ty} %n, {ty} %b, {ty} %a)\n"
+                 f"  %m = call {ty} @llvm.fabs.{sfx}({ty} %b)\n"
+                 f"  %i = fcmp oeq {ty} %m, 0x7FF0000000000000\n"
+                 f"  %s = select i1 %i, {ty} %a, {ty} %r\n  ret {ty} %s\n}}\n")
     return text
 
 

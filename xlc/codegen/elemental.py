@@ -25,6 +25,7 @@ from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen import math as xmath
+from xlc.codegen.fmod import fmod
 from xlc.codegen.scalar_types import cmake as _cmake
 from xlc.codegen.scalar_types import compute_type, from_compute, to_compute
 from xlc.codegen.scalar_types import cparts as _cparts
@@ -204,8 +205,8 @@ def _divide(b: ir.IRBuilder, inst: HloInstruction, ops: list[ir.Value]) -> ir.Va
 def _remainder(b: ir.IRBuilder, inst: HloInstruction, ops: list[ir.Value]) -> ir.Value:
     pt = _out(inst)
     x, y = ops
-    if pt.is_float:
-        return _binary_float(b, pt, b.frem, x, y)
+    if pt.is_float:  # exact on every target (NVPTX's own frem expansion is not)
+        return _binary_float(b, pt, lambda p, q: fmod(b, p, q), x, y)
     if pt is PT.PRED or pt.is_complex:
         raise _unsupported(inst, pt)
     zero = b.icmp_unsigned("==", y, lu.const_like(y, 0))
