@@ -4,7 +4,9 @@ pass tests: elementwise math, compare/select, convert, broadcast, reshape, trans
 dynamic-slice over several dtypes. Every program is checked against the reference evaluator by
 its users; values are kept small so integer programs do not overflow into undefined territory
 (XLA's integer overflow wraps, and the evaluator does the same, but small values keep the
-float programs well conditioned too).
+float programs well conditioned too). Programs with donated parameters (`input_output_alias`)
+and reverse / transpose / gather / cumulative-sum readers of them are built from these steps in
+`tests/hlo_programs_aliasing.py`.
 """
 from __future__ import annotations
 
