@@ -259,6 +259,22 @@ def _reduce(b: _Builder) -> None:
                        f"dimensions={{{','.join(map(str, rdims))}}}, to_apply={name}")
 
 
+def _narrow_sum(b: _Builder) -> None:
+    """An f16/bf16 add-reduction of |x|: positive addends, so a 16-bit accumulator stalls
+    once the sum's spacing exceeds them (bf16: 256 for ones). The backends and the evaluator
+    accumulate it in f32 and round once, so it matches within the type's tolerance."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty in ("f16", "bf16"))
+    if x is None:
+        return
+    rdims = sorted(b.draw(st.sets(st.integers(0, len(x.dims) - 1), min_size=1)))
+    a = b.emit(x.ty, x.dims, f"abs({x.name})")
+    init = b.emit(x.ty, (), "constant(0)")
+    kept = tuple(n for d, n in enumerate(x.dims) if d not in rdims)
+    b.emit(x.ty, kept, f"reduce({a.name}, {init.name}), "
+                       f"dimensions={{{','.join(map(str, rdims))}}}, "
+                       f"to_apply={b.reducer('add', x.ty)}")
+
+
 def _dot(b: _Builder) -> None:
     x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
     if x is None:
@@ -283,7 +299,7 @@ def _dynamic_slice(b: _Builder) -> None:
 
 
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
-         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice)
+         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:

@@ -8,7 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.backend_cpu.helpers import check
-from tests.hlo_programs import Program, hlo_programs
+from tests.hlo_programs import (
+    Program,
+    _binary,
+    _broadcast,
+    _narrow_sum,
+    _reduce,
+    _transpose,
+    _unary,
+    hlo_programs,
+)
 
 FLOAT_UNARY = ["negate", "abs", "exponential", "tanh", "sine", "floor", "sqrt", "logistic"]
 INT_UNARY = ["negate", "abs", "not", "popcnt"]
@@ -120,4 +129,14 @@ def test_random_mixed_program_matches_evaluator(prog: Program) -> None:
 def test_random_large_program_matches_evaluator(prog: Program) -> None:
     """The same on arrays large enough for the vectorised, non-temporal-store and
     multi-threaded kernel paths."""
+    check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
+
+
+@settings(max_examples=15, deadline=None)
+@given(hlo_programs(dtypes=("f16", "bf16"), big=True, max_steps=5,
+                    steps=(_narrow_sum, _narrow_sum, _unary, _binary, _broadcast, _transpose,
+                           _reduce)))
+def test_random_16bit_sum_program_matches_evaluator(prog: Program) -> None:
+    """f16/bf16 add-reductions over up to 2**17 elements (issue 11 item 2: accumulated in 16
+    bits they stall, bf16 at 256 for ones) accumulate in f32 as in the evaluator."""
     check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
