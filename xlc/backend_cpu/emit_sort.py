@@ -1,14 +1,14 @@
 """Sort and top-k.
 
-* sort: the operands are copied into the output buffers (unless already there), then every
-  1-D line along the sort dimension is sorted in place with the comparator computation (a
-  scalar function), stably: lines of up to INSERTION_MAX elements by insertion sort (swapping
-  only on `less(x[j], x[j-1])`), longer lines by a bottom-up merge sort of a permutation
-  (O(n log n); its index/value scratch is malloc'ed and freed inside the kernel), which is then
-  applied to every output.
-* topk: for each row, k selection passes; pass t picks the best element that comes strictly
-  after the previous pick in the order (value by TOTALORDER descending for largest=true,
-  ascending otherwise; ties by lower index), so no scratch memory is needed. O(k n) per row.
+* sort: lines longer than INSERTION_MAX whose comparator orders by one totally ordered key
+  (`emit_radix_sort.sort_key`: JAX's and xlc's own float/int comparators) are radix-sorted,
+  lines split over the threads (`emit_radix_sort.py`). Otherwise the operands are copied into
+  the output buffers (unless already there), then every 1-D line along the sort dimension is
+  sorted in place with the comparator computation (a scalar function), stably: lines of up to
+  INSERTION_MAX elements by insertion sort (swapping only on `less(x[j], x[j-1])`), longer
+  lines by a bottom-up merge sort of a permutation (O(n log n); its index/value scratch is
+  malloc'ed and freed inside the kernel), which is then applied to every output.
+* topk: one pass per row keeping a k-element heap (`emit_topk.py`).
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
+from xlc.backend_cpu.emit_radix_sort import emit_radix_sort, sort_key
+from xlc.backend_cpu.emit_topk import emit_topk
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -25,12 +27,13 @@ from xlc.backend_cpu.emitter import (
     element_type,
     i64,
     loop_over,
+    slices_overlap,
+    split_of,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -46,6 +49,8 @@ def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """Stable in-place insertion sort of every line along `dimensions` (see module doc)."""
     outs = output_buffers(inst)
     ops = list(inst.operands)
+    if _emit_radix(em, ctx, inst):
+        return
     k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
     b = k.b
     for op, (o, sidx) in zip(ops, outs):
@@ -100,7 +105,39 @@ def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
 
 
 INSERTION_MAX = 48
-"""Lines up to this length are insertion-sorted; longer ones merge-sorted."""
+"""Lines up to this length are insertion-sorted; longer ones radix- or merge-sorted."""
+
+
+def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> bool:
+    """Emit `inst` as a radix sort (`emit_radix_sort.py`) when its comparator orders by one
+    totally ordered key and its lines are long; returns False (nothing emitted) otherwise.
+    Lines are split over the threads; every output buffer must be its operand's buffer or
+    overlap no operand (then each line is read from the operands and written once)."""
+    ops = list(inst.operands)
+    shape = ops[0].shape
+    dims = inst.attrs.get("dimensions") or (shape.rank - 1,)
+    d = int(dims[0])
+    n = shape.dims[d]
+    spec = sort_key(inst.called[0]) if INSERTION_MAX < n < (1 << 31) else None
+    if spec is None:
+        return False
+    outs = output_buffers(inst)
+    in_place = []
+    for op, (o, sidx) in zip(ops, outs):
+        out_sl = em.slice(o, sidx)
+        same = em.slice(op) == out_sl
+        if not same and any(slices_overlap(out_sl, em.slice(x)) for x in ops):
+            return False
+        in_place.append(same)
+    others = [e for e in range(shape.rank) if e != d]
+    split = split_of(shape, others) if others else 0
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split=split)
+    pts = [element_type(op.shape, op.name) for op in ops]
+    with loop_over(k.b, shape, "rs", dims=others, outer=k.outer) as line:
+        emit_radix_sort(k, inst.called[0], spec, [(op, ()) for op in ops], outs, pts,
+                        in_place, d, n, line)
+    k.finish()
+    return True
 
 
 def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
@@ -223,68 +260,6 @@ def _smin_v(b: ir.IRBuilder, v: ir.Value, hi: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", v, hi), v, hi)
 
 
-def _order_key(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType) -> ir.Value:
-    """A signed integer that orders like TOTALORDER (floats) or the value (signed ints)."""
-    if pt.is_float:
-        from xlc.codegen.scalar_types import to_compute
-
-        f = to_compute(b, v, pt) if pt in (PrimitiveType.F16, PrimitiveType.BF16) else v
-        ity = ir.IntType(lu.float_bits(f.type))
-        bits = b.bitcast(f, ity)
-        mask = b.lshr(b.ashr(bits, ir.Constant(ity, ity.width - 1)), ir.Constant(ity, 1))
-        return b.xor(bits, mask)
-    if pt.is_signed_int:
-        return v
-    raise UnsupportedOpError(f"CPU backend: topk on {pt.text} is unsupported")
-
-
-def emit_topk(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """k selection passes per row over the last dimension (see module doc)."""
-    x = inst.operands[0]
-    pt = element_type(x.shape, x.name)
-    largest = bool(inst.attrs.get("largest", True)) if inst.opcode is Opcode.TOPK else True
-    outs = output_buffers(inst)
-    kk = int(inst.attrs.get("k", inst.shape.tuple_shapes[0].dims[-1]))  # type: ignore[index]
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
-    b = k.b
-    last = x.shape.rank - 1
-    n = x.shape.dims[last]
-    kty = ir.IntType(max(8, pt.bit_width if not pt.is_float else
-                         (32 if pt.byte_size <= 4 else 64)))
-    with b.goto_entry_block():
-        prev_key = b.alloca(kty)
-        prev_idx = b.alloca(lu.I64)
-        best_key = b.alloca(kty)
-        best_idx = b.alloca(lu.I64)
-    worst = (-(1 << (kty.width - 1))) if largest else ((1 << (kty.width - 1)) - 1)
-    better = ">" if largest else "<"
-    with loop_over(b, x.shape, "row", dims=list(range(last))) as row:
-        b.store(ir.Constant(kty, 0), prev_key)
-        b.store(i64(-1), prev_idx)
-        with lu.for_range(b, kk, name="t") as t:
-            b.store(ir.Constant(kty, worst), best_key)
-            b.store(i64(-1), best_idx)
-            with lu.for_range(b, n, name="c") as c:
-                key = _order_key(b, k.read(x, _with(row, last, c)), pt)
-                pk, pi = b.load(prev_key), b.load(prev_idx)
-                first = b.icmp_signed("<", pi, i64(0))
-                after = b.or_(b.icmp_signed(_flip(better), key, pk),
-                              b.and_(b.icmp_signed("==", key, pk), b.icmp_signed(">", c, pi)))
-                ok = b.or_(first, after)
-                bk, bi = b.load(best_key), b.load(best_idx)
-                wins = b.or_(b.icmp_signed("<", bi, i64(0)), b.icmp_signed(better, key, bk))
-                take = b.and_(ok, wins)
-                b.store(b.select(take, key, bk), best_key)
-                b.store(b.select(take, c, bi), best_idx)
-            bi = b.load(best_idx)
-            b.store(b.load(best_key), prev_key)
-            b.store(bi, prev_idx)
-            (vo, vs), (io, is_) = outs
-            k.write(vo, _with(row, last, t), k.read(x, _with(row, last, bi)), vs)
-            k.write(io, _with(row, last, t), b.trunc(bi, lu.I32), is_)
-    k.finish()
-
-
 CUSTOM_CALL_TARGETS = {"TopK": emit_topk}
 """custom-call targets the CPU backend implements (XLA CPU's TopK: k largest, s32 indices)."""
 
@@ -299,6 +274,3 @@ def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
             "custom-call targets are not supported by the CPU backend")
     fn(em, ctx, inst)
 
-
-def _flip(op: str) -> str:
-    return {">": "<", "<": ">"}[op]
