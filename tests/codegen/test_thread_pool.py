@@ -209,3 +209,36 @@ def test_worker_sharing_the_callers_cpu_does_not_stall_calls() -> None:
     assert proc.returncode == 0, proc.stderr
     ratio = float(proc.stdout.split()[-1])
     assert ratio < 5.0, f"two threads on one CPU cost {ratio:.1f}x one thread"
+
+
+_FORK = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    from xlc.backend_cpu import compile_cpu
+    from xlc.hlo.parser import parse_module
+    from xlc.options import CompileOptions
+    text = '''HloModule m
+    ENTRY e {{
+      x = f32[512,512] parameter(0)
+      ROOT t = f32[512,512] tanh(x)
+    }}'''
+    exe = compile_cpu(parse_module(text), CompileOptions(backend="cpu", threads=3))
+    x = np.linspace(-3, 3, 512 * 512, dtype=np.float32).reshape(512, 512)
+    ok = np.allclose(exe.run([x])[0], np.tanh(x), rtol=2e-6, atol=2e-6)
+    pid = os.fork()
+    if pid == 0:  # the child has no workers: the pool starts new ones
+        good = all(np.allclose(exe.run([x * k])[0], np.tanh(x * k), rtol=2e-6, atol=2e-6)
+                   for k in (1, 2, 3))
+        os._exit(0 if good else 3)
+    _, status = os.waitpid(pid, 0)
+    print(ok, os.waitstatus_to_exitcode(status))
+""")
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_pool_after_fork() -> None:
+    proc = subprocess.run([sys.executable, "-c", _FORK.format(root=str(ROOT))],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "0"]
