@@ -167,6 +167,9 @@ class CpuExecutable:
         for index, shape in module.entry.root.shape.leaves():
             self._leaves.append(self._leaf(index, shape))
         self._nparams = len(params)
+        # per parameter, what a call reads (a tuple: cheaper than dataclass attributes)
+        self._param_checks = [(p.number, p.slot, p.needs_prepare, p.dtype, p.dims, p.strides,
+                               p) for p in self._params]
         self._plan_outputs()
         self._table = self._template
         self._table_address = ctypes.addressof(self._table)
@@ -235,13 +238,13 @@ class CpuExecutable:
                 off = (-addr) % ALIGN
                 blocks[slot] = raw[off:off + size]
                 table[slot] = addr + off
-            for p in self._params:
-                arr = flat_args[p.number]
-                if p.needs_prepare or type(arr) is not np.ndarray or arr.dtype != p.dtype \
-                        or arr.shape != p.dims or arr.strides != p.strides:
+            for number, slot, prepare, dtype, dims, strides, p in self._param_checks:
+                arr = flat_args[number]
+                if prepare or type(arr) is not np.ndarray or arr.dtype != dtype \
+                        or arr.shape != dims or arr.strides != strides:
                     arr = self._prepare(p, arr, blocks, flat_args)
-                keep.append(arr)
-                table[p.slot] = data_address(arr)
+                    keep.append(arr)
+                table[slot] = data_address(arr)
             self._fn(self._table_address)
         for i in self._slow_leaves:
             results[i] = self._output(self._leaves[i], blocks)
