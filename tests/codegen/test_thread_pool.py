@@ -242,3 +242,30 @@ def test_pool_after_fork() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "0"]
+
+
+_STALE_LIBRARY = textwrap.dedent("""
+    import logging, sys
+    sys.path.insert(0, {root!r})
+    import llvmlite.binding as llvm
+    from xlc.codegen import llvm_utils as lu
+    from xlc.codegen import runtime_lib
+    from xlc.codegen.thread_pool import build_pool_module
+    logging.basicConfig(level=logging.WARNING)
+    old = build_pool_module()  # a pool library without the symbol the kernels call now
+    old.get_global("xlc_pool_run_shares").name = "xlc_pool_run_shares_renamed"
+    ref = lu.parse_and_verify(str(old), "stale pool")
+    runtime_lib.link_object("pool", lu.emit_object(ref), "old.xlc")
+    print(bool(llvm.address_of_symbol("xlc_pool_run_shares")),
+          bool(llvm.address_of_symbol("xlc_pool_run")))
+""")
+
+
+def test_a_stale_pool_object_in_a_file_is_replaced() -> None:
+    """An `.xlc` file from a build whose pool lacks `xlc_pool_run_shares` still loads: the
+    process compiles its own pool (with a warning) instead of failing."""
+    proc = subprocess.run([sys.executable, "-c", _STALE_LIBRARY.format(root=str(ROOT))],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
+    assert "does not define xlc_pool_run_shares; compiling the run-time library" in proc.stderr

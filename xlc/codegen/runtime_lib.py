@@ -166,14 +166,22 @@ def object_code(name: str) -> bytes:
 
 def link_object(name: str, obj: bytes, where: str) -> None:
     """Link library `name` from its object code (from an `.xlc` file) unless this process has
-    it already; no LLVM optimization runs. ArtifactError for an unknown library or an object
-    that does not define the library's symbols."""
+    it already; no LLVM optimization runs. ArtifactError for an unknown library; an object that
+    cannot be linked or does not define all of the library's symbols (a file from another
+    build of xlc) is replaced by the library compiled here, with a warning."""
     lib = LIBRARIES.get(name)
     if lib is None:
         raise ArtifactError(f"{where}: the file carries an unknown run-time library '{name}'")
     with _lock:
         if not _present(lib):
-            _link(lib, obj, where)
+            try:
+                _link(lib, obj, where)
+            except ArtifactError as e:
+                # A file from another build of xlc (whose library lacks a symbol this one
+                # exports, say): the library is generated code, so build this process's own.
+                log.warning("%s; compiling the run-time library instead", e)
+                ensure(name)
+                return
             log.debug("run-time library %s linked from %s", name, where)
 
 
