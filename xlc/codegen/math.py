@@ -23,8 +23,8 @@ random bit patterns over the whole range, dense in-domain samples and special va
 | tanh     | 6           | 3           | f32: rational (abs err <= 3.5e-7); f64: via expm1        |
 | logistic | 3           | 3           |                                                          |
 | erf      | 3           | 3.5         | Taylor near 0; else 1 - exp(-x^2) g(x), g Chebyshev fit  |
-| sin, cos | 2           | 2           | for |x| <= 1e13 (f32, reduced in f64) / 1e9 (f64); larger:|
-|          |             |             | result in [-1, 1] but not accurate (no Payne-Hanek)      |
+| sin, cos | 2           | 2           | f32: whole range (Payne-Hanek from 2^25, trig_reduction);|
+|          |             |             | f64: |x| <= 1e9 tested (~1e15 in fact), beyond: in [-1,1]|
 | tan      | 3.5         | 3.5         | same range as sin                                        |
 | atan2    | 3.5         | 3.5         |                                                          |
 | pow      | 1 (via f64) | see note    | f64: exact-ish binary powering for integer |y| <= 1024,  |
@@ -46,6 +46,7 @@ from llvmlite import ir
 
 from xlc.codegen import math_coeffs as mc
 from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
+from xlc.codegen.trig_reduction import THRESHOLD, reduce_huge_f32
 from xlc.errors import LoweringError
 
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
@@ -380,7 +381,8 @@ _SIN_TERMS = {32: 5, 64: 9}  # odd Taylor terms of sin(r)/r in r^2, |r| <= pi/4
 _COS_TERMS = {32: 6, 64: 10}
 
 
-def _sincos_reduced(f: _F, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
+                    ) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(sin r, cos r, quadrant q in 0..3 as ity) with x = k pi/2 + r, |r| <= pi/4.
 
     f64: Cody-Waite with a 3-part pi/2 and exact FMAs (accurate for |x| < ~1e9). f32: the
@@ -388,7 +390,9 @@ def _sincos_reduced(f: _F, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
     far more than f32 precision), so f32 results are accurate up to |x| ~ 1e13 (where k's
     rounding starts to slip) instead of ~1e4 - positional encodings and the like reach 1e5
     and more. It costs ~12 more vector instructions per 16 elements (sin of 4M floats on one
-    core 1.7 -> 2.7 ms; XLA:CPU takes 18 ms for the same on two)."""
+    core 1.7 -> 2.7 ms; XLA:CPU takes 18 ms for the same on two). With `huge` (unless the
+    caller knows |x| < 2^25), f32 arguments from 2^25 up take the exact Payne-Hanek
+    reduction of `xlc.codegen.trig_reduction` instead: accurate over the whole f32 range."""
     b = f.b
     if f.is64:
         k = f.un("rint", f.mul(x, f.c(2.0 / math.pi)))
@@ -406,6 +410,11 @@ def _sincos_reduced(f: _F, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
         c1, c2, _ = _PIO2[64]  # 106 bits of pi/2: plenty for an f32 result up to |x| ~ 1e16
         rd = d.fma_exact(d.neg(k), d.c(c1), xd)
         rd = d.fma_exact(d.neg(k), d.c(c2), rd)
+        if huge:  # exact Payne-Hanek reduction from 2^25 up
+            big = d.cmp(">=", d.abs(xd), d.c(THRESHOLD))
+            kh, rh = reduce_huge_f32(b, x)
+            k = d.sel(big, kh, k)
+            rd = d.sel(big, d.mul(rh, d.c(math.pi / 2)), rd)
         r = b.fptrunc(rd, f.ty)
         kc = d.minnum(d.maxnum(k, d.c(-(2.0 ** 62))), d.c(2.0 ** 62))  # NaN -> bound
         ki = b.fptosi(kc, with_scalar(f.ty, ir.IntType(64)))
@@ -432,27 +441,36 @@ def _finish_trig(f: _F, x: ir.Value, res: ir.Value, bound: bool = True) -> ir.Va
     return f.sel(bad, f.c(math.nan), res)
 
 
-def sin(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """sin by Cody-Waite reduction modulo pi/2 (3-part constant, exact fma) and Taylor."""
+def _huge(arg_range: tuple[float, float]) -> bool:
+    """Whether arguments bounded by `arg_range` may need the Payne-Hanek reduction."""
+    return max(abs(arg_range[0]), abs(arg_range[1])) >= THRESHOLD
+
+
+def sin(b: ir.IRBuilder, x: ir.Value,
+        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
+    """sin by Cody-Waite reduction modulo pi/2 (3-part constant, exact fma) and Taylor
+    (f32 from 2^25 up: Payne-Hanek, unless `arg_range` rules such arguments out)."""
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x)
+    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
     res = _quadrant(f, q, s, c, f.neg(s), f.neg(c))
     res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # the reduction turns -0 into +0
     return _finish_trig(f, x, res)
 
 
-def cos(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def cos(b: ir.IRBuilder, x: ir.Value,
+        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
     """cos, same reduction as `sin`."""
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x)
+    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
     res = _quadrant(f, q, c, f.neg(s), f.neg(c), s)
     return _finish_trig(f, x, res)
 
 
-def tan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def tan(b: ir.IRBuilder, x: ir.Value,
+        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
     """tan = s/c (even quadrant) or -c/s (odd quadrant)."""
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x)
+    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
     odd = b.trunc(q, with_scalar(f.ty, ir.IntType(1)))
     res = f.sel(odd, f.div(f.neg(c), s), f.div(s, c))
     res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # keep the sign of -0

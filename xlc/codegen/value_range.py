@@ -2,8 +2,9 @@
 
 `float_range(inst)` returns (lo, hi) such that every element of `inst` that is not NaN lies in
 [lo, hi] (lo may be -inf, hi inf: unknown). It looks through a few levels of elementwise and
-data-movement instructions (constants, broadcasts, reshapes, abs, negate, add, subtract,
-multiply, exp, sqrt, maximum, minimum, select, ...) and knows nothing about parameters.
+data-movement instructions (constants, iota, converts from integers, broadcasts, reshapes, abs,
+negate, add, subtract, multiply, exp, sqrt, maximum, minimum, select, ...) and knows nothing
+about parameters.
 
 The bounds are computed in float64 on the exact (unrounded) operations; the real values are
 rounded to the instruction's type, and rounding to nearest is monotonic, so a bound that
@@ -114,10 +115,16 @@ def float_range(inst: HloInstruction, depth: int = MAX_DEPTH) -> Range:
         return float_range(inst.operands[0], sub)
     if op in _UNION_ALL:
         return _union([float_range(o, sub) for o in inst.operands])
+    if op is Opcode.IOTA:
+        return 0.0, float(max(inst.shape.dims[int(inst.attrs["iota_dimension"])] - 1, 0))
     if op is Opcode.CONVERT:
         # an exact widening keeps every value; anything else may round past a bound
-        if (inst.operands[0].shape.element_type, et) in _EXACT_WIDENING:
+        src = inst.operands[0].shape.element_type
+        if (src, et) in _EXACT_WIDENING:
             return float_range(inst.operands[0], sub)
+        if src is not None and (src.is_signed_int or src.is_unsigned_int):
+            info = np.iinfo(src.dtype)  # rounding to nearest is monotonic
+            return float(info.min), float(info.max)
         return UNKNOWN
     if op in _UNARY:
         return _nan_safe(*_UNARY[op](float_range(inst.operands[0], sub)))
