@@ -15,7 +15,7 @@ import pytest
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.thread_pool import JOB_TYPE, declare_pool_run
+from xlc.codegen.thread_pool import JOB_TYPE, POOL_RUN, RUN_TYPE, declare_pool_run
 
 ROOT = Path(__file__).resolve().parents[2]
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -77,10 +77,16 @@ class PoolKernels:
         out, count, mm, nthreads = nested.args
         b.call(declare_pool_run(m), [outer, _pack(b, [out, count, nthreads]), mm, nthreads])
         b.ret_void()
+        legacy = ir.Function(m, sig, name=f"{name}_legacy")  # through xlc_pool_run (n, n)
+        b = ir.IRBuilder(legacy.append_basic_block("entry"))
+        out, count, nshares, _ = legacy.args
+        b.call(ir.Function(m, RUN_TYPE, name=POOL_RUN), [job, _pack(b, [out, count]), nshares])
+        b.ret_void()
         lu.compile_module(m, name, 2)
         engine = lu.jit_engine()
         self.run_fn = _RUN(engine.address(f"{name}_run"))
         self.nested_fn = _RUN(engine.address(f"{name}_nested"))
+        self.legacy_fn = _RUN(engine.address(f"{name}_legacy"))
 
     def run(self, nshares: int, nthreads: int) -> tuple[np.ndarray, int]:
         out = np.full(max(nshares, 1), -1, np.int64)
@@ -110,6 +116,16 @@ def test_every_share_runs_once(pool: PoolKernels, nshares: int, nthreads: int) -
     out, count = pool.run(nshares, nthreads)
     np.testing.assert_array_equal(out, _expected(nshares))
     assert count == nshares
+
+
+def test_the_older_entry_point_still_runs_every_share(pool: PoolKernels) -> None:
+    """Code compiled before `xlc_pool_run_shares` (cached objects) calls `xlc_pool_run`."""
+    for n in (1, 2, 3, 9):
+        out = np.full(n, -1, np.int64)
+        count = np.zeros(1, np.int64)
+        pool.legacy_fn(out.ctypes.data, count.ctypes.data, n, 0)
+        np.testing.assert_array_equal(out, _expected(n))
+        assert count[0] == n
 
 
 def test_repeated_calls(pool: PoolKernels) -> None:
