@@ -275,7 +275,15 @@ def _reduce(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> Any:
     op = single_op_reducer(comp) if n == 1 else None
     uf = _ufunc_for(op, inputs[0].dtype) if op is not None else None
     if uf is not None and count > 0:
-        r = uf.reduce(as_compute(inputs[0]), axis=dims)
+        x = as_compute(inputs[0])
+        if uf is np.add and x.dtype.kind in "fc":
+            # numpy sums pairwise only along its innermost loop; over a major axis (or a
+            # strided view) it adds row after row, error ~ n eps: reduce a contiguous copy
+            # with the reduced axes last
+            x = np.ascontiguousarray(np.transpose(x, keep + list(dims)))
+            r = uf.reduce(x.reshape(keep_shape + (count,)), axis=-1)
+        else:
+            r = uf.reduce(x, axis=dims)
         return cast(uf(as_compute(inits[0]), r), dtypes[0])
     if count == 0:
         outs = [np.broadcast_to(cast(i, dt), keep_shape) for i, dt in zip(inits, dtypes)]
@@ -405,6 +413,7 @@ def _fft(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndarray:
     lengths = tuple(int(n) for n in inst.attrs["fft_length"])
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     kind = inst.attrs["fft_type"]
+    out: np.ndarray
     if kind == "FFT":
         out = np.fft.fftn(x.astype(np.complex128), axes=axes)
     elif kind == "IFFT":

@@ -65,7 +65,9 @@ def check_layout(inst: HloInstruction) -> None:
     """Every array (sub)shape's layout, when present and non-empty, is a permutation of its
     dimensions (minor to major), and its byte size fits in int64 (XLA's ValidateShape)."""
     for _, sub in inst.shape.leaves():
-        if sub.is_array and sub.num_elements * max(1, sub.element_type.byte_size) > _INT64_MAX:
+        et = sub.element_type
+        if sub.is_array and et is not None and sub.num_elements * max(1, et.byte_size) > \
+                _INT64_MAX:
             raise Violation("shape is too large", f"{sub.to_text()} has {sub.num_elements} "
                                                   f"elements; its byte size overflows int64")
         lay = sub.layout
