@@ -1,5 +1,6 @@
 """Long f32 sums on the CPU stay accurate (issue 11, item 3): row reductions add blocks of
-elements pairwise (`emit_reduce_blocked.py`) instead of n / 64 elements per partial sum.
+elements pairwise (`emit_reduce_blocked.py`) instead of n / 64 elements per partial sum, column
+reductions blocks of rows (`emit_reduce_column.py`) instead of n rows per output.
 
 Constant data is the hard case: every add rounds the same way, so a plain reassociated loop
 over 4M copies of 0.1f is off by about 1e-3 (XLA's and numpy's tree sums: < 1e-7)."""
@@ -13,6 +14,7 @@ import pytest
 from tests.backend_cpu.helpers import check
 from xlc.backend_cpu import compile_cpu
 from xlc.backend_cpu.emit_reduce_blocked import BLOCK, block_plan
+from xlc.backend_cpu.emit_reduce_column import ROWS, WIDTH, column_plan
 from xlc.hlo.parser import parse_module
 
 SUM = """HloModule m
@@ -156,3 +158,63 @@ def test_row_fused_softmax_with_a_blocked_sum_matches_the_evaluator() -> None:
     x = np.random.default_rng(2).standard_normal((4, 5000)).astype(np.float32)
     (got,) = check(SOFTMAX, x, rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(got.sum(axis=1, dtype=np.float64), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,dims,out", [
+    ("262144,16", "0", "16"),       # a column sum of 256K rows
+    ("3,1000,5", "1", "3,5"),       # kept dims on both sides of the reduced one
+    ("7,50,9,3", "1,2", "7,3"),     # two reduced dims, a partial last block
+    ("100,10,3,70", "0,1", "3,70"),
+])
+def test_blocked_column_sums_are_accurate_and_match_the_evaluator(shape: str, dims: str,
+                                                                   out: str) -> None:
+    dims_t = tuple(int(d) for d in dims.split(","))
+    x = np.full([int(s) for s in shape.split(",")], 1.1, np.float32)
+    x += np.random.default_rng(1).uniform(0, 1e-3, x.shape).astype(np.float32)
+    text = SUM.format(t="f32", shape=shape, out=out, dims=dims, init="0.25")
+    root = parse_module(text).entry.root
+    kept = [d for d in range(x.ndim) if d not in dims_t]
+    assert column_plan([(root, [()])], root.operands[0].shape, list(dims_t)) is not None, kept
+    (got,) = check(text, x, rtol=2e-6, atol=0)
+    assert _rel_err(got - np.float32(0.25), x, dims_t) < 4e-7
+
+
+COLUMN_STATS = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[100000,24] parameter(0)
+  z = f32[] constant(0)
+  s = f32[24] reduce(x, z), dimensions={0}, to_apply=add
+  sq = f32[100000,24] multiply(x, x)
+  q = f32[24] reduce(sq, z), dimensions={0}, to_apply=add
+  ROOT t = (f32[24], f32[24], f32[100000,24]) tuple(s, q, sq)
+}
+"""
+
+
+def test_fused_column_sums_with_an_elementwise_output_are_accurate() -> None:
+    x = np.full((100000, 24), 1.1, np.float32)
+    s, q, sq = check(COLUMN_STATS, x, rtol=1e-6, atol=0)
+    assert _rel_err(s, x, (0,)) < 4e-7 and _rel_err(q, x * x, (0,)) < 4e-7
+    np.testing.assert_array_equal(sq, x * x)
+
+
+def test_wide_or_short_columns_keep_the_plain_pass() -> None:
+    for shape, dims in [(f"4096,{WIDTH + 1}", [0]), (f"{2 * ROWS - 1},16", [0])]:
+        text = SUM.format(t="f32", shape=shape, out=shape.split(",")[1], dims="0", init="0")
+        root = parse_module(text).entry.root
+        assert column_plan([(root, [()])], root.operands[0].shape, dims) is None
+
+
+def test_evaluator_column_sums_are_accurate() -> None:
+    # the oracle: numpy's add.reduce over a major axis adds row after row (3e-3 off here)
+    from xlc.hlo.evaluator import evaluate
+
+    x = np.full((262144, 4), 1.1, np.float32)
+    got = evaluate(parse_module(SUM.format(t="f32", shape="262144,4", out="4", dims="0",
+                                           init="0")), [x])
+    assert _rel_err(np.asarray(got), x, (0,)) < 2e-7

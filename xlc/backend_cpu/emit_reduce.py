@@ -26,6 +26,7 @@ from xlc.backend_cpu.emit_loops import (
     output_buffers,
 )
 from xlc.backend_cpu.emit_reduce_blocked import block_plan, emit_blocked_sums
+from xlc.backend_cpu.emit_reduce_column import column_plan, emit_blocked_columns
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -161,6 +162,17 @@ def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
             heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]],
             kept: list[int]) -> None:
     b = k.b
+    in_shape = heroes[0][0].operands[0].shape
+    rdims = [d for d in range(in_shape.rank) if d not in kept]
+    plan = column_plan(heroes, in_shape, rdims)
+    if plan is not None:  # long float sums: blocks of rows summed pairwise
+
+        def each(full: list[ir.Value]) -> None:
+            for inst, sidx in loops:
+                k.write(out, full, gen.generate(inst, full), sidx)
+
+        emit_blocked_columns(em, k, gen, out, heroes, kept, plan, each)
+        return
     for red, sidxs in heroes:
         oshape = out.shape.subshape(sidxs[0])
         with loop_over(b, oshape, "z") as oidx:

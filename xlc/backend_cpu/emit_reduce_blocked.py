@@ -54,27 +54,40 @@ class BlockPlan:
         self.blocks = blocks
 
 
-def block_plan(heroes: list[Hero], in_shape: Shape, rdims: list[int]) -> BlockPlan | None:
-    """The blocking of a row reduction whose reducers are all a single f32/f64 `add` over at
-    least 2 x BLOCK elements per output; None when the plain loop is used."""
+def sums_only(heroes: list[Hero]) -> bool:
+    """Whether every reduction is a non-variadic f32/f64 sum (a single `add` reducer)."""
     for red, _ in heroes:
         if len(red.operands) != 2 or simple_reducer(red.called[0]) is not Opcode.ADD:
-            return None
+            return False
         if element_type(red.operands[0].shape, red.name) not in _SUM_TYPES:
-            return None
-    order = [d for d in physical_order(in_shape) if d in rdims]
-    dims = in_shape.dims
-    if math.prod(dims[d] for d in order) < 2 * BLOCK:
-        return None
+            return False
+    return True
+
+
+def cut(order: list[int], dims: tuple[int, ...] | list[int], target: int
+        ) -> tuple[int, int, int]:
+    """Cut the loop nest over `dims[d] for d in order` (major to minor) into blocks of about
+    `target` iterations: (position of the dim cut into chunks, chunk length, block count).
+    Requires the nest to have at least `target` iterations."""
     inner = 1
     for pos in range(len(order) - 1, -1, -1):
         size = dims[order[pos]]
-        if inner * size >= BLOCK:
-            chunk = -(-BLOCK // inner)
-            blocks = math.prod(dims[d] for d in order[:pos]) * -(-size // chunk)
-            return BlockPlan(order, pos, chunk, blocks)
+        if inner * size >= target:
+            chunk = -(-target // inner)
+            return pos, chunk, math.prod(dims[d] for d in order[:pos]) * -(-size // chunk)
         inner *= size
-    return None  # unreachable: the product is at least 2 x BLOCK
+    raise AssertionError(f"cut: a nest of {inner} iterations has no block of {target}")
+
+
+def block_plan(heroes: list[Hero], in_shape: Shape, rdims: list[int]) -> BlockPlan | None:
+    """The blocking of a row reduction whose reducers are all a single f32/f64 `add` over at
+    least 2 x BLOCK elements per output; None when the plain loop is used."""
+    if not sums_only(heroes):
+        return None
+    order = [d for d in physical_order(in_shape) if d in rdims]
+    if math.prod(in_shape.dims[d] for d in order) < 2 * BLOCK:
+        return None
+    return BlockPlan(order, *cut(order, in_shape.dims, BLOCK))
 
 
 def emit_blocked_sums(em: CpuEmitter, k: Kernel, gen: LeafEmitter, heroes: list[Hero],
