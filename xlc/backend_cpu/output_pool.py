@@ -26,9 +26,10 @@ import numpy as np
 log = logging.getLogger("xlc.backend_cpu")
 
 ALIGN = 64
-MIN_BYTES = 1 << 18
-"""Outputs at least this big come from the pool (glibc mmaps allocations from 128 KiB up,
-until its dynamic threshold grows)."""
+MIN_BYTES = 1 << 22
+"""Outputs at least this big come from the pool. Below, handing out a pooled block (~2 us)
+would cost more than it saves: glibc serves such sizes from its heap without faults once its
+dynamic mmap threshold has grown (up to 32 MiB)."""
 MAX_FREE_BYTES = 1 << 30
 """Free blocks kept at most, in bytes."""
 
