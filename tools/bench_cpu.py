@@ -1,6 +1,6 @@
 """Benchmark the CPU backend against numpy and JAX/XLA, side by side in one run.
 
-Usage: python tools/bench_cpu.py [--reps N] [--small] [--sums] [--json out.json] [case ...]
+Usage: python tools/bench_cpu.py [--reps N] [--small] [--sums] [--sort] [--json out.json] [case ...]
        python tools/bench_cpu.py --under-load [--reps N]
        python tools/bench_cpu.py --big [--reps N]
 
@@ -13,7 +13,8 @@ hits them alike: read the ratios. Also: effective GB/s (input + output bytes / t
 (XLA's cost-analysis flops / time), xlc and XLA compile times, and the per-call overhead of a
 tiny function. Times are medians over `--reps` rounds after a warm-up call. `--sums` adds
 time and accuracy of f32 sums at 1M and 16M elements against XLA and numpy, idle and with
-one competing busy process (`tools/bench_sums.py`).
+one competing busy process (`tools/bench_sums.py`). `--sort` times only sort and top-k against
+XLA and numpy (`tools/bench_sort.py`; its case names replace the corpus cases).
 
 `--under-load` times a ~25 us multi-threaded kernel, the elementwise chain and the transformer
 block (tools/bench_models.py) with xlc and JAX, first on an otherwise idle machine, then with
@@ -329,7 +330,16 @@ def main() -> None:
     ap.add_argument("--under-load", action="store_true",
                     help="idle vs one busy process: a small kernel, the chain, a transformer")
     ap.add_argument("--big", action="store_true", help="the chain at 16M and 64M elements")
+    ap.add_argument("--sort", action="store_true",
+                    help="only sort and top-k vs XLA and numpy (tools/bench_sort.py cases)")
     ns = ap.parse_args()
+    if ns.sort:
+        from bench_sort import bench_sort  # type: ignore[import-not-found]
+
+        figures = bench_sort(ns.cases, ns.reps)
+        if ns.json:
+            ns.json.write_text(json.dumps(figures, indent=1))
+        return
     if ns.under_load or ns.big:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         figures = under_load(ns.reps) if ns.under_load else big_chain(ns.reps)

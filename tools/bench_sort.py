@@ -1,6 +1,6 @@
 """Sort and top-k on the CPU: xlc against jax.jit (XLA) and numpy, side by side in one run.
 
-Usage: python tools/bench_sort.py [--reps N] [case ...]
+Usage: python tools/bench_sort.py [--reps N] [case ...]   (or tools/bench_cpu.py --sort)
 
 Cases: `topk_1m` (k=10 of 1M floats), `topk_rows` (k=40 over each row of 16x32000),
 `sort_1m` (1M floats), `sort_rows` (each row of 64x16384), `argsort_1m` (1M floats with their
@@ -11,6 +11,7 @@ medians of `--reps` interleaved rounds (tools/bench_cpu.py's method); read the r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -54,23 +55,22 @@ def cases() -> dict[str, tuple[np.ndarray, Callable[[Any, Any], Any], Callable[.
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="*")
-    ap.add_argument("--reps", type=int, default=20)
-    ns = ap.parse_args()
+def bench_sort(names: list[str], reps: int) -> list[dict[str, Any]]:
+    """Time the named cases (all when empty), print one line each and return the figures."""
     table = cases()
     try:
         import jax
         import jax.numpy as jnp
     except ImportError:
         jax = None
-    for name in ns.cases or list(table):
+    rows = []
+    for name in names or list(table):
         x, make, np_fn = table[name]
         f = xlc.jit(make(xlc.lax, xnp))
         got = f(x)
         fns: list[Callable[[], object]] = [lambda f=f, x=x: f(x),
                                            lambda fn=np_fn, x=x: fn(x)]
+        same = None
         if jax is not None:
             g = jax.jit(make(jax.lax, jnp))
             dx = jax.device_put(x)
@@ -79,12 +79,25 @@ def main() -> None:
             same = all(np.array_equal(np.asarray(a), np.asarray(b))
                        for a, b in zip(jax.tree_util.tree_leaves(got),
                                        jax.tree_util.tree_leaves(want)))
-        t = timeit_interleaved(fns, ns.reps)
+        t = timeit_interleaved(fns, reps)
         row = f"{name:11s} xlc {t[0] * 1e3:8.3f} ms  numpy {t[1] * 1e3:8.3f} ms " \
               f"({t[1] / t[0]:5.2f}x)"
         if jax is not None:
-            row += f"  jax {t[2] * 1e3:8.3f} ms ({t[2] / t[0]:5.2f}x)  same as jax: {same}"
+            row += f"  XLA {t[2] * 1e3:8.3f} ms ({t[2] / t[0]:5.2f}x)  same as XLA: {same}"
         print(row, flush=True)
+        rows.append({"case": name, "times_s": dict(zip(("xlc", "numpy", "xla"), t)),
+                     "same_as_xla": same})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="*")
+    ap.add_argument("--reps", type=int, default=20)
+    ns = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
+    bench_sort(ns.cases, ns.reps)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -206,3 +206,21 @@ ENTRY e {{
 
     exe = compile_cpu(parse_module(text), xlc.CompileOptions(threads=2))
     assert "xlc_pool_run" in exe.llvm_ir
+
+
+def test_topk_and_radix_sort_honour_layouts() -> None:
+    x = np.random.default_rng(0).standard_normal((4, 3000)).astype(np.float32)
+    check("""HloModule t
+ENTRY e {
+  x = f32[4,3000]{0,1} parameter(0)
+  ROOT t = (f32[4,7]{0,1}, s32[4,7]{1,0}) topk(x), k=7, largest=true
+}
+""", x)
+    check(f"""HloModule s
+{CMP.format(ty="f32", lhs="a", rhs="b", dir="LT", extra=", type=TOTALORDER")}
+ENTRY e {{
+  x = f32[4,3000]{{0,1}} parameter(0)
+  i = s32[4,3000]{{1,0}} iota(), iota_dimension=1
+  ROOT s = (f32[4,3000]{{1,0}}, s32[4,3000]{{0,1}}) sort(x, i), dimensions={{1}}, to_apply=cmp
+}}
+""", x)
