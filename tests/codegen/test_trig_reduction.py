@@ -1,6 +1,7 @@
-"""f32 sin/cos/tan over the whole f32 range (issue 11, item 21): the Payne-Hanek reduction of
-`xlc.codegen.trig_reduction` for |x| >= 2^25, against numpy's float64 results in ulps. Before
-it, sin(1e20) and the like were garbage clamped to [-1, 1] (often exactly -1)."""
+"""sin/cos/tan over the whole f32 and f64 ranges (issue 11, item 21): the Payne-Hanek
+reductions of `xlc.codegen.trig_reduction` (f32 from 2^25, f64 from 2^48), against numpy's
+float64 (f32) and long double (f64) results in ulps. Before them, sin(1e20) and the like were
+garbage clamped to [-1, 1] (often exactly -1)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -28,6 +29,7 @@ def trig(request: pytest.FixtureRequest) -> KernelModule:
     km = KernelModule("trig_reduction", vector_bits=request.param)
     for name in ("sin", "cos", "tan"):
         km.add(name, [P.F32], P.F32, lambda b, v, name=name: getattr(xm, name)(b, v[0]))
+        km.add(f"{name}64", [P.F64], P.F64, lambda b, v, name=name: getattr(xm, name)(b, v[0]))
     km.compile()
     return km
 
@@ -91,3 +93,28 @@ def test_value_ranges_of_iota_and_integer_converts() -> None:
     iota, conv = m.entry.root.operands
     assert float_range(iota) == (0.0, 299.0)
     assert float_range(conv) == (-32768.0, 32767.0)
+
+
+def test_f64_chunk_table_is_two_over_pi() -> None:
+    """The f64 table (scaled by 2^600) adds up to 2/pi within 2^-1200."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.prec = 1400
+    total = sum((Fraction(c) for c in tr.F64_TABLE), Fraction(0)) / 2 ** 600
+    err = abs(mpmath.mpf(total.numerator) / total.denominator - 2 / mpmath.pi)
+    assert err < mpmath.mpf(2) ** -1200
+
+
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
+def test_huge_f64_arguments_are_accurate(trig: KernelModule, name: str) -> None:
+    """Log-uniform |x| in [2^40, 1.8e308] with both signs, the largest doubles and the hardest
+    one, 6381956970095103 * 2^797 (2^-61 from a multiple of pi/2), against long double."""
+    rng = np.random.default_rng(64)
+    x = np.exp2(rng.uniform(40, 1023.9, 20_000)) * rng.choice([-1.0, 1.0], 20_000)
+    x = np.concatenate([x, [6381956970095103 * 2.0 ** 797, -6381956970095103 * 2.0 ** 797,
+                            np.finfo(np.float64).max, 2.0 ** 48, 1e22, 1e300]])
+    got = trig(f"{name}64", x)
+    ref = getattr(np, name)(x.astype(np.longdouble))
+    err = ulp_error(got, ref, np.float64)
+    worst = int(np.argmax(err))
+    assert err.max() <= MAX_ULP[name][1], (
+        f"{name}: {err.max():.2f} ulp at {x[worst]!r}: got {got[worst]!r}, want {ref[worst]!r}")

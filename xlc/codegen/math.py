@@ -23,9 +23,9 @@ random bit patterns over the whole range, dense in-domain samples and special va
 | tanh     | 6           | 3           | f32: rational (abs err <= 3.5e-7); f64: via expm1        |
 | logistic | 3           | 3           |                                                          |
 | erf      | 3           | 3.5         | Taylor near 0; else 1 - exp(-x^2) g(x), g Chebyshev fit  |
-| sin, cos | 2           | 2           | f32: whole range (Payne-Hanek from 2^25, trig_reduction);|
-|          |             |             | f64: |x| <= 1e9 tested (~1e15 in fact), beyond: in [-1,1]|
-| tan      | 3.5         | 3.5         | same range as sin                                        |
+| sin, cos | 2           | 2           | whole range: Payne-Hanek from 2^25 (f32) / 2^48 (f64),   |
+|          |             |             | `trig_reduction.py`, unless value ranges rule it out     |
+| tan      | 3.5         | 3.5         | same as sin                                              |
 | atan2    | 3.5         | 3.5         |                                                          |
 | pow      | 1 (via f64) | see note    | f64: exact-ish binary powering for integer |y| <= 1024,  |
 |          |             |             | else relative error ~(4 + 2|y ln x|) ulp                 |
@@ -46,7 +46,7 @@ from llvmlite import ir
 
 from xlc.codegen import math_coeffs as mc
 from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
-from xlc.codegen.trig_reduction import THRESHOLD, reduce_huge_f32
+from xlc.codegen.trig_reduction import THRESHOLD, THRESHOLD_F64, reduce_huge_f32, reduce_huge_f64
 from xlc.errors import LoweringError
 
 _PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
@@ -391,8 +391,8 @@ def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
     rounding starts to slip) instead of ~1e4 - positional encodings and the like reach 1e5
     and more. It costs ~12 more vector instructions per 16 elements (sin of 4M floats on one
     core 1.7 -> 2.7 ms; XLA:CPU takes 18 ms for the same on two). With `huge` (unless the
-    caller knows |x| < 2^25), f32 arguments from 2^25 up take the exact Payne-Hanek
-    reduction of `xlc.codegen.trig_reduction` instead: accurate over the whole f32 range."""
+    caller knows |x| is smaller), arguments from 2^25 (f32) / 2^48 (f64) up take the exact
+    Payne-Hanek reductions of `xlc.codegen.trig_reduction`: accurate over the whole range."""
     b = f.b
     if f.is64:
         k = f.un("rint", f.mul(x, f.c(2.0 / math.pi)))
@@ -400,6 +400,11 @@ def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
         r = f.fma_exact(f.neg(k), f.c(c1), x)
         r = f.fma_exact(f.neg(k), f.c(c2), r)
         r = f.fma_exact(f.neg(k), f.c(c3), r)
+        if huge:  # exact Payne-Hanek reduction from 2^48 up
+            big = f.cmp(">=", f.abs(x), f.c(THRESHOLD_F64))
+            kh, rh = reduce_huge_f64(b, x)
+            k = f.sel(big, kh, k)
+            r = f.sel(big, rh, r)
         kf = f.sel(f.cmp("<", f.abs(k), f.c(2.0 ** f.mant)), k, f.c(0.0))  # finite, exact
         kmod = f.sub(kf, f.mul(f.c(4.0), f.un("floor", f.mul(kf, f.c(0.25)))))
         q = f.to_int(kmod)
