@@ -224,3 +224,22 @@ ENTRY e {{
   ROOT s = (f32[4,3000]{{1,0}}, s32[4,3000]{{0,1}}) sort(x, i), dimensions={{1}}, to_apply=cmp
 }}
 """, x)
+
+
+@pytest.mark.parametrize("dir", ["LT", "GT"])
+def test_radix_sort_of_pred_keys(dir: str) -> None:
+    text = f"""HloModule s
+cmp {{
+  a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT lt = pred[] compare(a, b), direction={dir}
+}}
+ENTRY e {{
+  x = pred[2,300] parameter(0)
+  i = s32[2,300] iota(), iota_dimension=1
+  ROOT s = (pred[2,300], s32[2,300]) sort(x, i), dimensions={{1}}, is_stable=true, to_apply=cmp
+}}
+"""
+    check(text, np.random.default_rng(0).random((2, 300)) < 0.5)

@@ -159,7 +159,7 @@ def _key_value(b: ir.IRBuilder, comp: HloComputation, spec: SortKey, value: ir.V
         key = b.select(b.fcmp_unordered("uno", f, f), nan, f)
     sk = order_key(b, key, pt)
     w = sk.type.width
-    uk = b.xor(sk, ir.Constant(sk.type, 1 << (w - 1))) if w > 1 else sk
+    uk = b.xor(sk, ir.Constant(sk.type, 1 << (w - 1)))
     if spec.descending:
         uk = b.not_(uk)
     return b.zext(uk, ir.IntType(kbits)) if w < kbits else uk
