@@ -196,10 +196,16 @@ ENTRY e {
 """
 
 
-def test_fused_column_sums_with_an_elementwise_output_are_accurate() -> None:
-    x = np.full((100000, 24), 1.1, np.float32)
-    s, q, sq = check(COLUMN_STATS, x, rtol=1e-6, atol=0)
-    assert _rel_err(s, x, (0,)) < 4e-7 and _rel_err(q, x * x, (0,)) < 4e-7
+@pytest.mark.parametrize("layout", ["column", "row"])
+def test_fused_sums_with_an_elementwise_output_are_accurate(layout: str) -> None:
+    # one kInput fusion: two sums plus x*x written at every element (the `each` callback)
+    text, x, axis = COLUMN_STATS, np.full((100000, 24), 1.1, np.float32), 0
+    if layout == "row":
+        text = text.replace("f32[100000,24]", "f32[24,100000]").replace("dimensions={0}",
+                                                                         "dimensions={1}")
+        x, axis = np.ascontiguousarray(x.T), 1
+    s, q, sq = check(text, x, rtol=1e-6, atol=0)
+    assert _rel_err(s, x, (axis,)) < 4e-7 and _rel_err(q, x * x, (axis,)) < 4e-7
     np.testing.assert_array_equal(sq, x * x)
 
 
