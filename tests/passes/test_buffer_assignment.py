@@ -359,8 +359,7 @@ def build_random(ops: list, outs: list[int], n_params: int):
             v = e.add(_BINARY[c % len(_BINARY)], f32(8), (x, y), name=f"b{n}")
         else:
             k = const(e, c, s32(), f"k{n}")
-            v = e.add(Opcode.DYNAMIC_UPDATE_SLICE, f32(8), (x, upd, k),
-                      {"dynamic_slice_sizes": (2,)}, name=f"d{n}")
+            v = e.add(Opcode.DYNAMIC_UPDATE_SLICE, f32(8), (x, upd, k), name=f"d{n}")
         vals.append(v)
     picks = [vals[i % len(vals)] for i in outs]
     e.set_root(picks[0] if len(picks) == 1 else tuple_(e, picks, "out"))
