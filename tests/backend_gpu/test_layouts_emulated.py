@@ -60,3 +60,17 @@ ENTRY e {
 def test_random_programs_with_layouts_on_the_gpu_path(prog: Program) -> None:
     with np.errstate(all="ignore"):
         _check(prog.text, prog.args, prog.tolerance, "emulator")
+
+
+def test_multi_output_loop_fusion_with_different_layouts_on_the_gpu_path() -> None:
+    """Both roots of a multi-output loop fusion were stored at the first output's physical
+    offset, although the second output has another layout."""
+    text = """HloModule m
+ENTRY e {
+  p = s64[7,3,7]{2,1,0} parameter(0)
+  n = s64[7,3,7]{2,0,1} negate(p)
+  c = s64[7,3,7]{0,1,2} popcnt(n)
+  ROOT t = (s64[7,3,7]{2,0,1}, s64[7,3,7]{0,1,2}) tuple(n, c)
+}
+"""
+    emulated_matches_evaluator(text, [np.arange(147, dtype=np.int64).reshape(7, 3, 7) - 70])

@@ -37,7 +37,12 @@ from xlc.backend_gpu.kernel import (
 from xlc.backend_gpu.thunks import DeviceToDeviceCopyThunk, Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.indexing import IrIndex, has_elemental_ir_rule, linear_to_multi
+from xlc.codegen.indexing import (
+    IrIndex,
+    has_elemental_ir_rule,
+    linear_to_multi,
+    multi_to_linear,
+)
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
@@ -89,13 +94,19 @@ def emit_loop(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter,
         if vec > 1 and vector_params is not None:
             _install_vector_reads(k, gen, vector_params, shape, lanes, vec)
         values: list[list[ir.Value]] = [[] for _ in outs]
+        idxs = []
         for lin in lanes:
             idx = linear_to_multi(b, lin, shape)
+            idxs.append(idx)
             for r_k, r in enumerate(roots):
                 values[r_k].append(gen.generate(r, idx))
         for (o, sidx), vals in zip(outs, values):
             pt = element_type(o.shape.subshape(sidx), o.name)
-            if vec == 1:
+            oshape = o.shape.subshape(sidx)
+            if not same_layout(oshape, shape):  # another physical order: its own offsets
+                for idx, x in zip(idxs, vals):
+                    lu.store_element(b, x, k.ptr(o, sidx), multi_to_linear(b, idx, oshape), pt)
+            elif vec == 1:
                 lu.store_element(b, vals[0], k.ptr(o, sidx), base, pt)
             else:
                 vty = ir.VectorType(vals[0].type, vec)
