@@ -74,14 +74,15 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None) -> Cpu
             llmod = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads)
                                ).emit()
             dedupe_functions(llmod)
+            llvm_ir = str(llmod)  # printed once: llvmlite's printer costs like emission
         with stages.run("llvm-optimize", "llvm_s"):
-            ref = lu.parse_and_verify(llmod, entry_name)
+            ref = lu.parse_and_verify(llvm_ir, entry_name)
             optimize_cpu(ref, options.opt_level)
         with stages.run("llvm-codegen", "llvm_s"):
             lu.jit_engine().add_module(ref)
     timings = dict(stages.timings)
     exe = CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
-                        llvm_ir=str(llmod), optimized_ir=str(ref), timings=timings,
+                        llvm_ir=llvm_ir, optimized_ir=str(ref), timings=timings,
                         optimized=optimized)
     if options.dump_to:
         dump_cpu_stages(options, exe)
