@@ -21,7 +21,8 @@ for milliseconds; with fixed shares per thread the caller then waited out the sc
 slice (a 25 us kernel took 2 ms). Now the caller simply runs the shares that nobody took, and
 only waits for shares a worker has started. Nobody spins long either: an idle worker spins
 SPIN_NS after a job (so the kernels of one call find it awake), then sleeps on a futex; a
-caller out of shares spins WAIT_SPIN_NS (calling `sched_yield`), then sleeps.
+caller out of shares spins WAIT_SPIN_NS, then sleeps (it does not `sched_yield`: on a loaded
+machine that hands its CPU to an unrelated process for a whole time slice).
 
 Protocol (all shared words are 32- or 64-bit globals of the pool module; `seq_cst` atomics):
 * one caller at a time holds `lock` (compare-exchange); a caller that finds it taken (another
@@ -59,13 +60,12 @@ MAX_WORKERS = 63
 MAX_SHARES = 0xFFFF
 """Shares of one job at most (the count is packed in 16 bits of the claim word)."""
 SPIN_NS = 50_000
-"""How long an idle worker spins (yielding now and then) before it sleeps on a futex: long
+"""How long an idle worker spins before it sleeps on a futex: long
 enough that the kernels of one call find it awake, short enough that an idle worker does not
 take a loaded machine's CPU from the threads doing work."""
 WAIT_SPIN_NS = 20_000
 """How long the caller, out of shares, spins for the shares still running on workers before
-it sleeps on a futex; it calls `sched_yield` while it spins, so a worker preempted on its CPU
-gets to finish its share."""
+it sleeps on a futex (which also hands its CPU to a worker preempted on it)."""
 
 _SYS_FUTEX = 202  # x86-64 Linux
 _FUTEX_WAIT_PRIVATE = 128
@@ -127,7 +127,6 @@ class _Pool:
         self.create = decl("pthread_create",
                            ir.FunctionType(lu.I32, [lu.PTR, lu.PTR, lu.PTR, lu.PTR]))
         self.detach = decl("pthread_detach", ir.FunctionType(lu.I32, [lu.I64]))
-        self.sched_yield = decl("sched_yield", ir.FunctionType(lu.I32, []))
         self.now = self._now()
         self.wait = self._futex("wait")
         self.wake = self._futex("wake")
@@ -182,14 +181,12 @@ class _Pool:
         return fn
 
     def _spin_until(self) -> ir.Function:
-        """i32 spin_until(ptr word, i32 value, i1 equal, i64 ns, i1 polite): spin until
-        `(*word == value) == equal`, for `ns` nanoseconds at most; when `polite`, offer the CPU
-        to other threads (`sched_yield`) every 64 pauses, so that a caller waiting here does
-        not hold up the worker it waits for when both land on one CPU. Returns the last value
-        read (which still fails the condition when the time ran out)."""
+        """i32 spin_until(ptr word, i32 value, i1 equal, i64 ns): spin until
+        `(*word == value) == equal`, for `ns` nanoseconds at most. Returns the last value read
+        (which still fails the condition when the time ran out)."""
         fn, b = self._function("xlc_pool.spin_until",
-                               ir.FunctionType(lu.I32, [lu.PTR, lu.I32, lu.I1, lu.I64, lu.I1]))
-        word, value, equal, ns, polite = fn.args
+                               ir.FunctionType(lu.I32, [lu.PTR, lu.I32, lu.I1, lu.I64]))
+        word, value, equal, ns = fn.args
         count = b.alloca(lu.I64)
         last = b.alloca(lu.I32)
         b.store(_i64(0), count)
@@ -209,8 +206,6 @@ class _Pool:
         b.store(c, count)
         b.cbranch(b.icmp_unsigned("==", b.and_(c, _i64(63)), _i64(0)), check, loop)
         b.position_at_end(check)
-        with b.if_then(polite):
-            b.call(self.sched_yield, [])
         b.cbranch(b.icmp_signed(">", b.call(self.now, []), deadline), done, loop)
         b.position_at_end(done)
         b.ret(b.load(last))
@@ -274,8 +269,7 @@ class _Pool:
         b.branch(top)
         b.position_at_end(top)
         old = b.load(seen)
-        g = b.call(self.spin_until, [gen, old, ir.Constant(lu.I1, 0), _i64(SPIN_NS),
-                                     ir.Constant(lu.I1, 0)])
+        g = b.call(self.spin_until, [gen, old, ir.Constant(lu.I1, 0), _i64(SPIN_NS)])
         b.cbranch(b.icmp_unsigned("!=", g, old), work, sleep)
         b.position_at_end(sleep)
         b.store_atomic(_i32(1), sleeping, "seq_cst", 4)
@@ -368,7 +362,7 @@ class _Pool:
         b.branch(waiting)
         b.position_at_end(waiting)
         left = b.call(self.spin_until, [self.done, n32, ir.Constant(lu.I1, 1),
-                                        _i64(WAIT_SPIN_NS), ir.Constant(lu.I1, 1)])
+                                        _i64(WAIT_SPIN_NS)])
         b.cbranch(b.icmp_unsigned("==", left, n32), finished, sleeping)
         b.position_at_end(sleeping)
         b.store_atomic(_i32(1), self.caller_sleeping, "seq_cst", 4)
