@@ -40,9 +40,9 @@ _TRIG = re.compile(r"^\s*\S+ = \S+ (?:sine|cosine|tan)\((\w+)\)", re.M)
 
 
 def _trig_in_range(text: str, args: list[np.ndarray]) -> bool:
-    """Whether every sine/cosine/tan operand stays within |x| <= 1e4, the range where
-    xlc.codegen.math's trigonometry is accurate (no Payne-Hanek reduction; the CPU backend
-    shares it). Programs like sine(exp(x * x)) leave it."""
+    """Whether every sine/cosine/tan operand stays within |x| <= 1e4. Beyond, sin/cos/tan are
+    accurate (Payne-Hanek), but an operand's own last-ulp error, e.g. from exp in
+    sine(exp(x * x)), moves a huge argument by whole periods, so no tolerance can hold."""
     names = sorted(set(_TRIG.findall(text)))
     if not names:
         return True
