@@ -518,7 +518,7 @@ class Jitted:
         flat = [convert_arg(x, av, f"{self.name}: {lab}")
                 for x, av, lab in zip(leaves, avals, labels)]
         if sig is not None and len(self._fast) < _FAST_ENTRIES:
-            self._fast[sig[0]] = compiled  # its leaves pass through convert_arg unchanged
+            self._fast[sig[0]] = compiled  # its leaves are what convert_arg made of them
         return compiled.call_flat(flat)
 
     def _statics(self, n: int) -> frozenset[int]:

@@ -222,3 +222,29 @@ def test_donation_through_the_fast_path() -> None:
     for k in range(4):
         s = f(s)
         np.testing.assert_array_equal(s, np.full((64, 64), 2.0 ** (k + 1) - 1, np.float32))
+
+
+def test_fast_path_with_python_scalars(monkeypatch) -> None:
+    """Weakly typed Python scalars take the fast path too: the signature is their type, the
+    value is converted per call, and an int out of s32's range still gets its error."""
+    import xlc.api
+
+    f = xlc.jit(lambda x, lr, n, flag: xnp.where(flag, x * lr + n, x))
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(f(a, 0.5, 2, True), a * 0.5 + 2)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the checked path ran for a known signature")
+
+    with monkeypatch.context() as m:
+        m.setattr(xlc.api, "leaf_labels", forbidden)
+        for lr, n in ((0.25, 3), (-1.5, -7), (2.0, 0)):
+            out = f(a, lr, n, True)
+            assert out.dtype == np.float32
+            np.testing.assert_allclose(out, a * np.float32(lr) + n)
+    with pytest.raises(xlc.ArgumentError, match=r"^lambda: argument 2 \('n'\): Python int "
+                       r"4294967296 does not fit in s32"):
+        f(a, 0.5, 2 ** 32, True)
+    np.testing.assert_allclose(f(a, 1, 2.5, True), a + 2.5)  # int lr, float n: new signature
+    np.testing.assert_allclose(f(a, 1, 2.5, False), a)
+    assert f.cache_info()["size"] == 2

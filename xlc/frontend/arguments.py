@@ -171,14 +171,28 @@ def _sorted_dict_keys(keys: tuple) -> tuple:
     return order
 
 
+_SCALAR_DTYPES = {bool: dtypes.python_scalar_type(True).dtype,
+                  int: dtypes.DEFAULT_INT.dtype, float: dtypes.DEFAULT_FLOAT.dtype}
+_INT_RANGE = (int(np.iinfo(dtypes.DEFAULT_INT.dtype).min),
+              int(np.iinfo(dtypes.DEFAULT_INT.dtype).max))
+
+
 def _walk(x: Any, key: list[Any], leaves: list[Any]) -> bool:
     """Append `x`'s part of a `fast_signature` key and its leaves; False for anything but
-    plain numpy arrays in tuples, lists, dicts and Nones."""
+    plain numpy arrays and Python bools, ints (in range) and floats in tuples, lists, dicts
+    and Nones."""
     t = type(x)
     if t is np.ndarray:
         key.append(x.dtype)
         key.append(x.shape)
         leaves.append(x)
+        return True
+    dtype = _SCALAR_DTYPES.get(t)
+    if dtype is not None:  # weakly typed, converted as `convert_arg` does
+        if t is int and not _INT_RANGE[0] <= x <= _INT_RANGE[1]:
+            return False
+        key.append(t)
+        leaves.append(np.asarray(x, dtype=dtype))
         return True
     if t is tuple or t is list:
         key.append(t)
@@ -197,9 +211,11 @@ def _walk(x: Any, key: list[Any], leaves: list[Any]) -> bool:
 
 def fast_signature(args: tuple, statics: frozenset[int]) -> tuple[tuple, list] | None:
     """The per-call fast path's view of positional `args`: (key, leaves) when every dynamic
-    leaf is a plain `np.ndarray` inside tuples, lists, dicts and Nones, else None.
+    leaf is a plain `np.ndarray` or a Python bool, int or float, inside tuples, lists, dicts
+    and Nones, else None.
 
-    The key holds each leaf's dtype and shape, the containers' kinds, lengths and dict keys
+    The key holds each array leaf's dtype and shape, each scalar leaf's Python type (its
+    leaf is the array `convert_arg` makes of it), the containers' kinds, lengths and dict keys
     (each item led by its own marker, so different structures never give equal keys), and
     the values of the static positions `statics` (unhashable ones make the lookup raise
     TypeError); the leaves come in `pytree.flatten` order. Two calls with equal keys have the
