@@ -497,7 +497,7 @@ class Jitted:
                 fast = self._fast.get(sig[0])
             except TypeError:  # an unhashable static argument: the checked path says so
                 sig = fast = None
-            if fast is not None:
+            if fast is not None and sig is not None:
                 self.hits += 1
                 return fast.call_flat(sig[1])
         dyn_args, dyn_kwargs, static_key = self._split(args, kwargs)

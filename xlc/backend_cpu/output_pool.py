@@ -41,6 +41,9 @@ class _Block:
     """Owner of one pooled block while arrays use it (see the module docstring)."""
 
     __slots__ = ("__array_interface__", "raw", "pool")
+    __array_interface__: dict[str, object]
+    raw: np.ndarray
+    pool: OutputPool | None
 
     def __del__(self) -> None:
         pool = self.pool
