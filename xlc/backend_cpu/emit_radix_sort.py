@@ -196,7 +196,7 @@ def emit_radix_sort(k: Kernel, comp: HloComputation, spec: SortKey,
     free = _declare(module, "free", ir.FunctionType(lu.VOID, [lu.PTR]))
     kbits = key_bits(spec)
     kpt = _uint(kbits)
-    passes = kbits // RADIX_BITS
+    passes = -(-kbits // RADIX_BITS)
     buckets = 1 << RADIX_BITS
     vbytes = max(pt.byte_size for pt in pts)
     kb = kbits // 8
@@ -215,10 +215,9 @@ def emit_radix_sort(k: Kernel, comp: HloComputation, spec: SortKey,
         return o.shape.subshape(s) if s else o.shape
 
     def digit(key: ir.Value, p: int) -> ir.Value:
-        shifted = b.lshr(key, ir.Constant(key.type, p * RADIX_BITS)) if p else key
-        return b.zext(b.and_(b.trunc(shifted, ir.IntType(RADIX_BITS)) if kbits > RADIX_BITS
-                             else shifted, ir.Constant(ir.IntType(RADIX_BITS), buckets - 1)),
-                      lu.I64)
+        wide = b.zext(key, lu.I64) if kbits < 64 else key
+        shifted = b.lshr(wide, i64(p * RADIX_BITS)) if p else wide
+        return b.and_(shifted, i64(buckets - 1))
 
     def hslot(p: int, dg: ir.Value) -> ir.Value:
         return b.add(i64(p * buckets), dg)
