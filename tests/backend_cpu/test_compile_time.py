@@ -155,3 +155,26 @@ def test_cli_compile_shows_progress(tmp_path: object, monkeypatch: pytest.Monkey
     err = capsys.readouterr().err
     assert "compiling [" in err and "4/4 llvm-codegen" in err, err
     assert out.exists()
+
+
+def test_api_compile_clones_the_module_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import xlc
+    from xlc.hlo.ir import HloModule
+
+    calls: list[str] = []
+    real = HloModule.clone
+
+    def counting(self: HloModule, name: str | None = None) -> HloModule:
+        calls.append(self.name)
+        return real(self, name)
+
+    monkeypatch.setattr(HloModule, "clone", counting)
+    module = parse_module(STACKED)
+    before = module.to_text()
+    compiled = xlc.compile(module, backend="cpu")
+    assert calls == ["stacked"]  # the API's private copy, compiled in place by the backend
+    assert module.to_text() == before  # the caller's module is untouched
+    x = [rand(64, 256)] + [rand(256, 256, seed=s) / 16 for s in range(3)]
+    np.testing.assert_allclose(np.asarray(compiled(*x)),
+                               np.asarray(compile_cpu(parse_module(STACKED)).run(x)[0]),
+                               rtol=1e-6)
