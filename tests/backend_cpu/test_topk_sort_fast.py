@@ -52,6 +52,16 @@ def test_topk_matches_jax(shape: tuple[int, ...], k: int, dtype: str) -> None:
     np.testing.assert_array_equal(_bits(np.asarray(vals)), _bits(np.asarray(jv)))
 
 
+def test_jax_top_k_hlo_matches_jax() -> None:
+    jax = pytest.importorskip("jax")
+
+    x = _special(8 * 3000, "float32", 5).reshape(8, 3000)
+    fn = jax.jit(lambda a: jax.lax.top_k(a, 25))
+    got = xlc.compile(fn.lower(x).as_text(dialect="hlo"))(x)
+    for g, w in zip(got, fn(x)):
+        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)))
+
+
 @pytest.mark.parametrize("ty", ["f32", "f64", "s64"])
 @pytest.mark.parametrize("largest", ["true", "false"])
 @pytest.mark.parametrize("n,k", [(50, 7), (5000, 100), (4096, 4096)])
