@@ -113,7 +113,9 @@ def test_reduce_with_opcode_and_python_reducers(x, data):
 
 
 def _clamped(starts, sizes, shape):
-    return [int(min(max(s, 0), n - k)) for s, k, n in zip(starts, sizes, shape)]
+    """jax.lax's starts: a negative start counts from the end, then XLA clamps into range."""
+    return [int(min(max(s + n if s < 0 else s, 0), n - k))
+            for s, k, n in zip(starts, sizes, shape)]
 
 
 @SETTINGS

@@ -5,6 +5,12 @@ flattened pytree operands/carry followed by any outer traced values the function
 (captures, threaded in automatically). Branch outputs and loop carries must keep the same
 pytree structure, shapes and dtypes (weakly typed Python scalars adapt); otherwise a TraceError
 names both sides.
+
+Loop carries follow JAX's weak-type rule: a weakly typed init leaf (a Python scalar) whose body
+output has another dtype is promoted to the result type of both and the body is traced again, so
+`fori_loop(0, 3, lambda i, a: a * 0.5, 1)` carries f32 and returns 0.125. A body output may be
+weakly typed where it converts to the carry's dtype without changing kind (`a + 1` for an f32
+carry); any other dtype change is a TraceError, never a silent conversion.
 """
 from __future__ import annotations
 
@@ -87,10 +93,8 @@ def _mismatch(what: str, a_name: str, b_name: str, path: str, a: str, b: str) ->
 
 
 def _match_types(what: str, names: Sequence[str], outs: list[list[Tracer]],
-                 tds: list[pytree.TreeDef], builders: list[Builder],
-                 fixed: list[Aval] | None = None) -> list[list[Tracer]]:
-    """Make every region's outputs agree (weak scalars are converted); TraceError otherwise.
-    With `fixed`, outputs must match those avals (loop carries)."""
+                 tds: list[pytree.TreeDef], builders: list[Builder]) -> list[list[Tracer]]:
+    """Make every region's outputs agree (weak scalars are converted); TraceError otherwise."""
     for td, name in zip(tds[1:], names[1:]):
         if td != tds[0]:
             raise trace_error(f"{what}: {names[0]} and {name} must have the same structure, "
@@ -100,23 +104,55 @@ def _match_types(what: str, names: Sequence[str], outs: list[list[Tracer]],
     result = [list(o) for o in outs]
     for j, path in enumerate(paths):
         col = [o[j] for o in outs]
-        if fixed is not None:
-            target, tw = fixed[j].ptype, fixed[j].weak
-            ref_dims, ref_text = fixed[j].dims, str(fixed[j])
-        else:
-            strong = {t.ptype for t in col if not t.weak_type}
-            target, tw = dtypes.result_type(*[(t.ptype, t.weak_type) for t in col]) \
-                if len(strong) <= 1 else (col[0].ptype, False)
-            ref_dims, ref_text = col[0].shape, col[0].aval_text
+        strong = {t.ptype for t in col if not t.weak_type}
+        target, tw = dtypes.result_type(*[(t.ptype, t.weak_type) for t in col]) \
+            if len(strong) <= 1 else (col[0].ptype, False)
+        ref_dims, ref_text = col[0].shape, col[0].aval_text
         for i, t in enumerate(col):
             if t.shape != ref_dims or (t.ptype is not target and not t.weak_type):
-                if fixed is None:
-                    raise _mismatch(what, names[0], names[i], path, ref_text, t.aval_text)
-                raise _mismatch(what, names[0], names[1], path, ref_text, t.aval_text)
+                raise _mismatch(what, names[0], names[i], path, ref_text, t.aval_text)
             if t.ptype is not target or t.weak_type != tw:
                 with push_builder(builders[i]):
                     result[i][j] = convert(builders[i].lift(t), target, weak=tw)
     return result
+
+
+def _match_carry(what: str, outs: list[Tracer], td: pytree.TreeDef, avals: Sequence[Aval],
+                 builder: Builder, strip: str) -> list[Tracer]:
+    """A loop body's outputs as carries of `avals`: same shapes and dtypes, except that a weakly
+    typed output converts to the carry's dtype when promotion would give that dtype (no change
+    of kind). TraceError naming both types otherwise (at the leaf's path less `strip`, the
+    path of the user's carry inside the loop state)."""
+    result = list(outs)
+    for j, (t, a, path) in enumerate(zip(outs, avals, pytree.leaf_paths(td))):
+        path = path.removeprefix(strip)
+        fits = t.weak_type and dtypes.result_type((a.ptype, False), (t.ptype, True))[0] is a.ptype
+        if t.shape != a.dims:
+            raise _mismatch(what, "init_val", "body_fun output", path, str(a), t.aval_text)
+        if t.ptype is not a.ptype and not fits:
+            raise trace_error(
+                f"{what}: init_val and body_fun output must have the same structure, shapes and "
+                f"dtypes, but at {path or 'the output'} init_val has {a} and body_fun output "
+                f"has {t.aval_text}: the loop would change the carry's dtype from {a.ptype.text} "
+                f"to {t.ptype.text}; cast init_val or the output with .astype()")
+        if t.ptype is not a.ptype:
+            with push_builder(builder):
+                result[j] = convert(builder.lift(t), a.ptype, weak=a.weak)
+    return result
+
+
+def _promote_weak_carries(leaves: list[Tracer], out_avals: Sequence[Aval]
+                          ) -> tuple[list[Tracer], bool]:
+    """JAX's weak-type rule for loop carries: a weakly typed init leaf whose body output has
+    another dtype becomes (strongly) the result type of both; True when any leaf changed (the
+    body must then be traced again)."""
+    new, changed = [], False
+    for t, o in zip(leaves, out_avals):
+        if t.weak_type and o.ptype is not t.ptype:
+            pt, _ = dtypes.result_type((t.ptype, True), (o.ptype, o.weak))
+            t, changed = convert(t, pt), True
+        new.append(t)
+    return new, changed
 
 
 def _close(region: _Region, outs: list[Tracer], caps_total: int) -> None:
@@ -135,8 +171,19 @@ def _close(region: _Region, outs: list[Tracer], caps_total: int) -> None:
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
                init_val: Any) -> Any:
     """Repeat `val = body_fun(val)` while `cond_fun(val)` (a scalar bool) holds; HLO `while`.
-    `body_fun` must return the structure, shapes and dtypes of `init_val`."""
+    `body_fun` must return the structure, shapes and dtypes of `init_val` (weakly typed leaves
+    of `init_val` are promoted as in JAX, see the module docstring)."""
+    return _while_loop(cond_fun, body_fun, init_val, promote=True)
+
+
+def _while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any,
+                promote: bool, what: str = "while_loop", strip: str = "") -> Any:
     leaves, td = _flat_operands(init_val, "while_loop init_val")
+    if promote and any(t.weak_type for t in leaves):
+        out_avals, otd = probe(lambda *a: body_fun(pytree.unflatten(td, list(a))),
+                               tuple(leaves))
+        if otd == td:  # otherwise the trace below names the difference
+            leaves, _ = _promote_weak_carries(leaves, out_avals)
     avals = [Aval(t.ptype, t.shape, t.weak_type) for t in leaves]
     caps = CaptureList()
     cond_r = _Region("while.cond", "while_loop cond_fun", leaves, caps)
@@ -155,8 +202,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
             raise trace_error(f"while_loop: init_val and body_fun output must have the same "
                               f"structure, shapes and dtypes, but init_val has structure {td} "
                               f"and body_fun output has structure {otd}")
-        outs = _match_types("while_loop", ["init_val", "body_fun output"], [outs],
-                            [otd], [body_r.builder], fixed=avals)[0]
+        outs = _match_carry(what, outs, td, avals, body_r.builder, strip)
     ncap = len(caps.values)
     _close(body_r, outs, ncap)
     full = Shape.tuple_of([a.shape for a in avals] + [c.aval for c in caps.values])
@@ -165,14 +211,22 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any],
     init = emit(Opcode.TUPLE, full, [*leaves, *caps.values], op_name="tuple")
     w = emit(Opcode.WHILE, full, [init], called=(cond_r.builder.comp, body_r.builder.comp),
              op_name="while")
-    res = [Tracer(_gte(w, i, a.shape).inst, w.builder, a.weak) for i, a in enumerate(avals)]
+    # as in JAX, the results are weakly typed where the body's outputs are
+    res = [Tracer(_gte(w, i, a.shape).inst, w.builder, o.weak_type)
+           for i, (a, o) in enumerate(zip(avals, outs))]
     return pytree.unflatten(td, res)
 
 
 @eager_ok
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """`for i in range(lower, upper): val = body_fun(i, val)` as a while loop (bounds may be
-    traced; the counter is s32 for Python ints)."""
+    traced; the counter is s32 for Python ints). Weakly typed leaves of `init_val` are
+    promoted as in JAX (see the module docstring)."""
+    return _fori_loop(lower, upper, body_fun, init_val, promote=True)
+
+
+def _fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any,
+               promote: bool, what: str = "fori_loop", strip: str = "[1]") -> Any:
     lo, hi = as_tracer(lower), as_tracer(upper)
     pt, _ = dtypes.result_type((lo.ptype, lo.weak_type), (hi.ptype, hi.weak_type))
     lo, hi = convert(lo, pt), convert(hi, pt)
@@ -188,7 +242,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
         i, val = state
         return xnp.add(i, as_tracer(1, pt)), body_fun(i, val)
 
-    return while_loop(cond, body, (lo, init_val))[1]
+    return _while_loop(cond, body, (lo, init_val), promote, what, strip)[1]
 
 
 # ---- conditionals ------------------------------------------------------------------------------
@@ -281,15 +335,27 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
 
     def x_at(i: Tracer) -> Any:
         return pytree.unflatten(x_td, [
-            lax.reshape(lax.dynamic_slice(x, [i] + [0] * (x.ndim - 1), (1,) + x.shape[1:]),
+            lax.reshape(lax.dynamic_slice(x, [i] + [0] * (x.ndim - 1), (1,) + x.shape[1:],
+                                          allow_negative_indices=False),
                         x.shape[1:]) for x in x_leaves])
 
-    _flat_operands(init, "scan init")
-    out_avals, out_td = probe(
-        lambda c: f(c, x_at(as_tracer(np.int32(0))) if x_leaves else None), (init,))
-    if out_td.kind != "tuple" or len(out_td.children) != 2:
-        raise trace_error(f"scan: f must return a pair (carry, y), got structure {out_td}")
+    init_leaves, init_td = _flat_operands(init, "scan init")
+
+    def probe_f() -> tuple[list[Aval], pytree.TreeDef]:
+        out_avals, out_td = probe(
+            lambda c: f(c, x_at(as_tracer(np.int32(0))) if x_leaves else None), (init,))
+        if out_td.kind != "tuple" or len(out_td.children) != 2:
+            raise trace_error(f"scan: f must return a pair (carry, y), got structure {out_td}")
+        return out_avals, out_td
+
+    out_avals, out_td = probe_f()
     n_carry = out_td.children[0].num_leaves
+    if out_td.children[0] == init_td:  # weakly typed init leaves promote as in JAX
+        init_leaves, changed = _promote_weak_carries(init_leaves, out_avals[:n_carry])
+        if changed:
+            init = pytree.unflatten(init_td, init_leaves)
+            out_avals, out_td = probe_f()
+            n_carry = out_td.children[0].num_leaves
     y_avals = out_avals[n_carry:]
     y_td = out_td.children[1]
     ys0 = [zeros_of(Aval(a.ptype, (n,) + a.dims)) for a in y_avals]
@@ -301,9 +367,11 @@ def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
         y_leaves, _ = pytree.flatten(y)
         ys = [lax.dynamic_update_slice(buf, lax.reshape(as_tracer(v, buf.ptype),
                                                         (1,) + buf.shape[1:]),
-                                       [idx] + [0] * (buf.ndim - 1))
+                                       [idx] + [0] * (buf.ndim - 1),
+                                       allow_negative_indices=False)
               for buf, v in zip(ys, y_leaves)]
         return new_carry, ys
 
-    carry, ys = fori_loop(0, n, body, (init, ys0))
+    carry, ys = _fori_loop(0, n, body, (init, ys0), promote=False, what="scan",
+                           strip="[1][0]")
     return carry, pytree.unflatten(y_td, ys)

@@ -6,7 +6,9 @@ reshape. Integer-array indices and traced scalar indices (numpy "advanced" index
 adjacent, first otherwise). Traced indices are wrapped for negatives and clamped into range by
 gather (XLA semantics), not bounds-checked. `.at[...]` updates lower to dynamic-update-slice for
 basic unit-stride indices and to `scatter` otherwise. Boolean masks are rejected (their result
-shape depends on values).
+shape depends on values), and so is anything else that is not an index (strings, floats,
+dicts, boolean scalars, slices with non-integer or traced bounds): a TraceError, never a
+silent full slice.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from xlc.errors import TraceError
 from xlc.frontend import lax as _lax
 from xlc.frontend.eager import eager_ok
 from xlc.frontend.tracer import Tracer, as_tracer, trace_error
@@ -24,23 +27,58 @@ from xlc.hlo.shape import PrimitiveType as PT
 _ADV = "adv"
 
 
+def _index_error(x: Tracer, e: Any, why: str) -> TraceError:
+    return trace_error(f"cannot index {x.aval_text} with {type(e).__name__} {e!r}: {why}")
+
+
+_VALID = "indices must be integers, slices, None, Ellipsis or integer arrays"
+
+
+def _checked_entry(x: Tracer, e: Any) -> Any:
+    """One entry of an index, checked: an int, slice (static int bounds), None, Ellipsis, integer
+    array (lists and tuples become arrays) or Tracer; TraceError for anything else."""
+    if e is None or e is Ellipsis or isinstance(e, (Tracer, np.ndarray)):
+        return e
+    if isinstance(e, (bool, np.bool_)):
+        raise _index_error(x, e, "boolean scalar indices are not supported; use None "
+                                 "(newaxis) to add an axis")
+    if isinstance(e, (int, np.integer)):
+        return e
+    if isinstance(e, (float, complex, np.floating, np.complexfloating)):
+        raise _index_error(x, e, _VALID)
+    if isinstance(e, (str, bytes)):
+        raise _index_error(x, e, f"string indexing is not supported ({_VALID})")
+    if isinstance(e, slice):
+        for part in (e.start, e.stop, e.step):
+            if isinstance(part, Tracer):
+                raise _index_error(x, e, "slice bounds must be static integers; use "
+                                         "xlc.lax.dynamic_slice for traced starts")
+            if part is not None and (isinstance(part, (bool, np.bool_))
+                                     or not hasattr(part, "__index__")):
+                raise _index_error(x, e, "slice bounds must be integers or None")
+        return e
+    if isinstance(e, (list, tuple)):
+        arr = np.asarray(e)
+        return arr.astype(np.int32) if arr.dtype == np.float64 and arr.size == 0 else arr
+    if hasattr(e, "__array__"):
+        return np.asarray(e)
+    if hasattr(e, "__index__"):
+        return int(e.__index__())
+    raise _index_error(x, e, _VALID)
+
+
 def _normalize(x: Tracer, idx: Any, allow_none: bool = True) -> list[Any]:
     """Expand Ellipsis, pad with full slices; returns one entry per dim (+ None entries)."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     entries: list[Any] = []
     for e in idx:
-        if isinstance(e, list):
-            e = np.asarray(e)
-            if e.dtype == np.float64 and e.size == 0:
-                e = e.astype(np.int32)
+        e = _checked_entry(x, e)
         if isinstance(e, (np.ndarray, Tracer)) and e.dtype == np.bool_:
             raise trace_error("boolean mask indexing has a value-dependent shape and cannot be "
                               "traced; use xlc.numpy.where instead")
         if isinstance(e, (np.ndarray, Tracer)) and not np.issubdtype(e.dtype, np.integer):
             raise trace_error(f"array indices must be integers, got dtype {e.dtype}")
-        if isinstance(e, (float, np.floating)):
-            raise trace_error(f"indices must be integers, slices, None or Ellipsis, got {e!r}")
         if e is None and not allow_none:
             raise trace_error(".at[] does not support None (newaxis) in the index")
         entries.append(e)

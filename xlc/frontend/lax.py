@@ -15,6 +15,12 @@ import numpy as np
 from xlc.frontend import dtypes
 from xlc.frontend.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
 from xlc.frontend.eager import eager_ok
+from xlc.frontend.lax_slicing import (  # noqa: F401
+    dynamic_index_in_dim,
+    dynamic_slice_in_dim,
+    dynamic_update_index_in_dim,
+    dynamic_update_slice_in_dim,
+)
 from xlc.frontend.staging import monoid_computation, trace_scalar_computation
 from xlc.frontend.tracer import Tracer, as_tracer, emit, infer, trace_error, type_of
 from xlc.hlo.attrs import ConvDimLabels, PaddingConfig, SliceDim, Window, WindowDim
@@ -130,18 +136,36 @@ def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[in
                 op_name="slice", weak=x.weak_type)
 
 
-def _index_scalars(start_indices: Sequence[Any]) -> list[Tracer]:
+def _index_scalars(start_indices: Sequence[Any], dims: Sequence[int], wrap: bool
+                   ) -> list[Tracer]:
+    """The start indices as scalars of one integer type; with `wrap`, a negative start `i` of a
+    dim of size `d` becomes `i + d` first (as `jax.lax` does: `-1` is the last element)."""
+    if wrap:
+        start_indices = [_wrap_start(i, d) for i, d in zip(start_indices, dims)]
     idx = [as_tracer(i) for i in start_indices]
     pt, _ = dtypes.result_type(*[(i.ptype, i.weak_type) for i in idx]) if idx else (None, 0)
     return [as_tracer(i, pt) if i.ptype is not pt else i for i in idx]
 
 
+def _wrap_start(i: Any, d: int) -> Any:
+    if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+        return int(i) + d if i < 0 else i
+    t = as_tracer(i)
+    if t.shape != () or not t.ptype.is_integer or t.ptype.is_unsigned_int:
+        return t  # non-scalar / non-integer starts are refused by shape inference
+    from xlc.frontend import numpy_api as xnp
+
+    return select(xnp.less(t, 0), xnp.add(t, as_tracer(d, t.ptype)), t)
+
+
 @eager_ok
-def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]
-                  ) -> Tracer:
-    """HLO `dynamic-slice`: starts are clamped so the slice stays in bounds (XLA)."""
+def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool = True) -> Tracer:
+    """HLO `dynamic-slice` with `jax.lax`'s start semantics: a negative start counts from the
+    end of its dim (unless `allow_negative_indices=False`), then starts are clamped so the
+    slice stays in bounds (XLA)."""
     x = as_tracer(operand)
-    idx = _index_scalars(start_indices)
+    idx = _index_scalars(start_indices, x.shape, allow_negative_indices)
     sizes = _ints(slice_sizes)
     out = infer("infer_dynamic_slice", x.aval, [i.aval for i in idx], sizes)
     return emit(Opcode.DYNAMIC_SLICE, out, [x, *idx], {"dynamic_slice_sizes": sizes},
@@ -149,11 +173,14 @@ def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Seque
 
 
 @eager_ok
-def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]) -> Tracer:
-    """HLO `dynamic-update-slice`: starts are clamped so the update stays in bounds."""
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any], *,
+                         allow_negative_indices: bool = True) -> Tracer:
+    """HLO `dynamic-update-slice` with `jax.lax`'s start semantics: a negative start counts
+    from the end of its dim (unless `allow_negative_indices=False`), then starts are clamped so
+    the update stays in bounds."""
     x = as_tracer(operand)
     u = as_tracer(update, x.ptype) if not isinstance(update, Tracer) else update
-    idx = _index_scalars(start_indices)
+    idx = _index_scalars(start_indices, x.shape, allow_negative_indices)
     out = infer("infer_dynamic_update_slice", x.aval, u.aval, [i.aval for i in idx])
     return emit(Opcode.DYNAMIC_UPDATE_SLICE, out, [x, u, *idx],
                 op_name="dynamic_update_slice", weak=x.weak_type)
@@ -510,14 +537,31 @@ def shape_of(x: Any) -> Shape:
     return as_tracer(x).aval
 
 
+@eager_ok
+def div(x: Any, y: Any) -> Tracer:
+    """HLO `divide` (`jax.lax.div`): integers round toward zero, x / 0 and INT_MIN / -1 give
+    XLA's values (-1 or all ones, INT_MIN)."""
+    from xlc.frontend import numpy_api
+
+    return numpy_api._binary(Opcode.DIVIDE, "div", x, y)
+
+
+@eager_ok
+def rem(x: Any, y: Any) -> Tracer:
+    """HLO `remainder` (`jax.lax.rem`): the sign of x; integer x % 0 is x (XLA)."""
+    from xlc.frontend import numpy_api
+
+    return numpy_api._binary(Opcode.REMAINDER, "rem", x, y)
+
+
 # ---- elementwise aliases (jax.lax spellings), resolved lazily from xlc.numpy -----------------
 _ELEMENTWISE_ALIASES = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "max": "maximum",
+    "add": "add", "sub": "subtract", "mul": "multiply", "max": "maximum",
     "min": "minimum", "pow": "power", "neg": "negative", "abs": "abs", "sign": "sign",
     "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "tanh": "tanh",
     "logistic": "logistic", "sqrt": "sqrt", "rsqrt": "rsqrt", "cbrt": "cbrt", "sin": "sin",
     "cos": "cos", "tan": "tan", "erf": "erf", "floor": "floor", "ceil": "ceil",
-    "round": "round", "is_finite": "isfinite", "atan2": "arctan2", "rem": "fmod",
+    "round": "round", "is_finite": "isfinite", "atan2": "arctan2",
     "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
     "ge": "greater_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
     "bitwise_xor": "bitwise_xor", "bitwise_not": "invert", "shift_left": "left_shift",

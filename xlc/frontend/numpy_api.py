@@ -262,7 +262,9 @@ divide = true_divide
 
 @eager_ok
 def floor_divide(x: Any, y: Any) -> Tracer:
-    """x // y rounding toward -inf (numpy semantics, also for negative integers)."""
+    """x // y rounding toward -inf (numpy semantics, also for negative integers). Integers
+    follow `jax.numpy` exactly where numpy has no answer: x // 0 is XLA's quotient (-1, or all
+    ones unsigned) less 1 when x != 0 (signed), and INT_MIN // -1 is INT_MIN."""
     a, b = _broadcast_all("floor_divide", promote(x, y))
     q = _binary(Opcode.DIVIDE, "floor_divide", a, b)
     if a.ptype.is_float:
@@ -270,8 +272,16 @@ def floor_divide(x: Any, y: Any) -> Tracer:
     if a.ptype.is_unsigned_int or a.ptype is PT.PRED:
         return q
     r = _binary(Opcode.REMAINDER, "floor_divide", a, b)
-    fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(b, 0)))
+    # jax.numpy's rule (also for b == 0): the signs differ and the division is inexact
+    fix = logical_and(not_equal(sign(a), sign(b)), not_equal(r, 0))
     return where(fix, subtract(q, 1), q)
+
+
+def _nonzero_divisor(b: Tracer) -> Tracer:
+    """An integer divisor with 0 replaced by 1 (jax.numpy's remainder and fmod: x % 0 == 0)."""
+    if b.ptype.is_float or b.ptype.is_complex:
+        return b
+    return where(equal(b, 0), _lax.convert_element_type(1, b.ptype), b)
 
 
 def _float_floor_divide(a: Tracer, b: Tracer, q: Tracer) -> Tracer:
@@ -289,8 +299,9 @@ def _float_floor_divide(a: Tracer, b: Tracer, q: Tracer) -> Tracer:
 
 @eager_ok
 def remainder(x: Any, y: Any) -> Tracer:
-    """x % y with the sign of y (numpy semantics)."""
+    """x % y with the sign of y (numpy semantics); integer x % 0 is 0 (as in `jax.numpy`)."""
     a, b = _broadcast_all("remainder", promote(x, y))
+    b = _nonzero_divisor(b)
     r = _binary(Opcode.REMAINDER, "remainder", a, b)
     if a.ptype.is_unsigned_int:
         return r
@@ -303,8 +314,16 @@ mod = remainder
 
 @eager_ok
 def fmod(x: Any, y: Any) -> Tracer:
-    """C fmod: remainder with the sign of x (HLO `remainder`)."""
-    return _binary(Opcode.REMAINDER, "fmod", x, y)
+    """C fmod: remainder with the sign of x (HLO `remainder`); integer fmod(x, 0) is 0 (as in
+    `jax.numpy`)."""
+    a, b = _broadcast_all("fmod", promote(x, y))
+    return _binary(Opcode.REMAINDER, "fmod", a, _nonzero_divisor(b))
+
+
+@eager_ok
+def divmod(x: Any, y: Any) -> tuple[Tracer, Tracer]:  # noqa: A001
+    """(x // y, x % y), as `floor_divide` and `remainder`."""
+    return floor_divide(x, y), remainder(x, y)
 
 
 @eager_ok
