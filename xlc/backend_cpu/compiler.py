@@ -117,6 +117,8 @@ def optimize_cpu(ref: llvm.ModuleRef, level: int) -> None:
     pto.loop_unrolling = False
     pb = llvm.create_pass_builder(lu.target_machine(), pto)
     pb.getModulePassManager().run(ref, pb)
+    if level >= 2:
+        lu.inline_vector_variants(ref, pb)
 
 
 def _ident(name: str) -> str:

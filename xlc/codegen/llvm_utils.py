@@ -346,7 +346,17 @@ def optimize(ref: llvm.ModuleRef, level: int = 3) -> llvm.ModuleRef:
         pto.loop_unrolling = True
     pb = llvm.create_pass_builder(target_machine(), pto)
     pb.getModulePassManager().run(ref, pb)
+    if level >= 2:
+        inline_vector_variants(ref, pb)
     return ref
+
+
+def inline_vector_variants(ref: llvm.ModuleRef, pb: llvm.PassBuilder) -> None:
+    """Inline the `alwaysinline` functions called after the O2/O3 pipeline's inliner ran: the
+    vector variants the loop vectoriser calls (`xlc.codegen.trig_guard`)."""
+    post = llvm.create_new_module_pass_manager()
+    post.add_always_inliner_pass()
+    post.run(ref, pb)
 
 
 def emit_object(ref: llvm.ModuleRef, pic: bool = True) -> bytes:

@@ -46,6 +46,7 @@ from llvmlite import ir
 
 from xlc.codegen import math_coeffs as mc
 from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
+from xlc.codegen.trig_guard import emit_trig
 from xlc.codegen.trig_reduction import THRESHOLD, THRESHOLD_F64, reduce_huge_f32, reduce_huge_f64
 from xlc.errors import LoweringError
 
@@ -446,36 +447,38 @@ def _finish_trig(f: _F, x: ir.Value, res: ir.Value, bound: bool = True) -> ir.Va
     return f.sel(bad, f.c(math.nan), res)
 
 
-def _huge(arg_range: tuple[float, float]) -> bool:
-    """Whether arguments bounded by `arg_range` may need the Payne-Hanek reduction."""
-    return max(abs(arg_range[0]), abs(arg_range[1])) >= THRESHOLD
-
-
-def sin(b: ir.IRBuilder, x: ir.Value,
-        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
-    """sin by Cody-Waite reduction modulo pi/2 (3-part constant, exact fma) and Taylor
-    (f32 from 2^25 up: Payne-Hanek, unless `arg_range` rules such arguments out)."""
+def sin(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.inf, math.inf),
+        huge: bool | None = None) -> ir.Value:
+    """sin by Cody-Waite reduction modulo pi/2 (3-part constant, exact fma) and Taylor; with
+    `huge`, Payne-Hanek from 2^25 (f32) / 2^48 (f64) up. By default `trig_guard.emit_trig`
+    decides from `arg_range` and runs the huge form only for vectors that need it."""
+    if huge is None:
+        return emit_trig(b, "sin", x, arg_range, lambda bb, v, h: sin(bb, v, huge=h))
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
+    s, c, q = _sincos_reduced(f, x, huge)
     res = _quadrant(f, q, s, c, f.neg(s), f.neg(c))
     res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # the reduction turns -0 into +0
     return _finish_trig(f, x, res)
 
 
-def cos(b: ir.IRBuilder, x: ir.Value,
-        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
+def cos(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.inf, math.inf),
+        huge: bool | None = None) -> ir.Value:
     """cos, same reduction as `sin`."""
+    if huge is None:
+        return emit_trig(b, "cos", x, arg_range, lambda bb, v, h: cos(bb, v, huge=h))
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
+    s, c, q = _sincos_reduced(f, x, huge)
     res = _quadrant(f, q, c, f.neg(s), f.neg(c), s)
     return _finish_trig(f, x, res)
 
 
-def tan(b: ir.IRBuilder, x: ir.Value,
-        arg_range: tuple[float, float] = (-math.inf, math.inf)) -> ir.Value:
+def tan(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.inf, math.inf),
+        huge: bool | None = None) -> ir.Value:
     """tan = s/c (even quadrant) or -c/s (odd quadrant)."""
+    if huge is None:
+        return emit_trig(b, "tan", x, arg_range, lambda bb, v, h: tan(bb, v, huge=h))
     f = _F(b, x.type)
-    s, c, q = _sincos_reduced(f, x, _huge(arg_range))
+    s, c, q = _sincos_reduced(f, x, huge)
     odd = b.trunc(q, with_scalar(f.ty, ir.IntType(1)))
     res = f.sel(odd, f.div(f.neg(c), s), f.div(s, c))
     res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # keep the sign of -0

@@ -145,21 +145,20 @@ def _table(b: ir.IRBuilder) -> ir.GlobalVariable:
 
 
 def _load_chunk(b: ir.IRBuilder, index: ir.Value) -> ir.Value:
-    """table[index] (i64 scalar or vector index; a vector is loaded lane by lane)."""
+    """table[index] (i64 scalar or vector index; a vector by one `llvm.masked.gather`, which
+    LLVM lowers to a gather instruction or lane by lane where the target has none)."""
     gv = _table(b)
     aty = gv.value_type
-
-    def one(i: ir.Value) -> ir.Value:
-        ptr = b.gep(gv, [ir.Constant(_I64, 0), i], inbounds=True, source_etype=aty)
-        return b.load(ptr, typ=ir.DoubleType())
-
+    ptr = b.gep(gv, [ir.Constant(_I64, 0), index], inbounds=True, source_etype=aty)
     if not isinstance(index.type, ir.VectorType):
-        return one(index)
-    out = ir.Constant(ir.VectorType(ir.DoubleType(), index.type.count), ir.Undefined)
-    for lane in range(index.type.count):
-        k = ir.Constant(ir.IntType(32), lane)
-        out = b.insert_element(out, one(b.extract_element(index, k)), k)
-    return out
+        return b.load(ptr, typ=ir.DoubleType())
+    n = index.type.count
+    ptr.type = ir.VectorType(lu.PTR, n)  # llvmlite types a GEP with vector indices as scalar
+    vty = ir.VectorType(ir.DoubleType(), n)
+    every = ir.Constant(ir.VectorType(ir.IntType(1), n), [1] * n)
+    return lu.intrinsic(b, "llvm.masked.gather", [ptr, ir.Constant(ir.IntType(32), 8), every,
+                                                  ir.Constant(vty, ir.Undefined)],
+                        ret=vty, overloads=[vty, ptr.type])
 
 
 _I64 = ir.IntType(64)
