@@ -1,12 +1,12 @@
 """A hypothesis strategy for random, valid HLO programs mixing many opcodes, for the backend and
 pass tests: elementwise math, compare/select, convert, broadcast, reshape, transpose, slice, pad
-(with interior and negative padding), concatenate, reverse, iota, reduce, dot and
-dynamic-slice over several dtypes. Every program is checked against the reference evaluator by
-its users; values are kept small so integer programs do not overflow into undefined territory
-(XLA's integer overflow wraps, and the evaluator does the same, but small values keep the
-float programs well conditioned too). Programs with donated parameters (`input_output_alias`)
-and reverse / transpose / gather / cumulative-sum readers of them are built from these steps in
-`tests/hlo_programs_aliasing.py`.
+(with interior and negative padding), concatenate, reverse, iota, reduce, argmax/argmin
+(variadic reduce), dot and dynamic-slice over several dtypes. Every program is checked against
+the reference evaluator by its users; values are kept small so integer programs do not overflow
+into undefined territory (XLA's integer overflow wraps, and the evaluator does the same, but
+small values keep the float programs well conditioned too). Programs with donated parameters
+(`input_output_alias`) and reverse / transpose / gather / cumulative-sum readers of them are
+built from these steps in `tests/hlo_programs_aliasing.py`.
 """
 from __future__ import annotations
 
@@ -298,8 +298,64 @@ def _dynamic_slice(b: _Builder) -> None:
                                f"dynamic_slice_sizes={{{','.join(map(str, sizes))}}}")
 
 
+def _arg_reducer(b: _Builder, ty: str, direction: str) -> str:
+    """argmax (GT) / argmin (LT) of (value, s32 index) pairs, NaN-aware as jax's: a NaN wins,
+    ties take the lower index, so the result does not depend on the reduction order."""
+    key = f"arg{direction.lower()}_{ty}"
+    b.reducers.setdefault(key, f"""{key} {{
+  a0 = {ty}[] parameter(0)
+  i0 = s32[] parameter(1)
+  a1 = {ty}[] parameter(2)
+  i1 = s32[] parameter(3)
+  n0 = pred[] compare(a0, a0), direction=NE
+  n1 = pred[] compare(a1, a1), direction=NE
+  better = pred[] compare(a0, a1), direction={direction}
+  not_n1 = pred[] not(n1)
+  nan0 = pred[] and(n0, not_n1)
+  wins = pred[] or(better, nan0)
+  same = pred[] compare(a0, a1), direction=EQ
+  both_nan = pred[] and(n0, n1)
+  tied = pred[] or(same, both_nan)
+  lower = pred[] compare(i0, i1), direction=LT
+  tie_win = pred[] and(tied, lower)
+  take = pred[] or(wins, tie_win)
+  v = {ty}[] select(take, a0, a1)
+  i = s32[] select(take, i0, i1)
+  ROOT t = ({ty}[], s32[]) tuple(v, i)
+}}
+""")
+    return key
+
+
+def _arg_reduce(b: _Builder) -> None:
+    """argmax / argmin along one dim (a variadic reduce of the value and an iota) whose index
+    an elementwise op reads: row fusion once crashed on any consumer of a tuple-shaped reduce."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    d = b.draw(st.integers(0, len(x.dims) - 1))
+    direction = b.draw(st.sampled_from(["GT", "LT"]))
+    io = b.emit("s32", x.dims, f"iota(), iota_dimension={d}")
+    if _is_float(x.ty):
+        lowest = "-inf" if direction == "GT" else "inf"
+    else:
+        info = np.iinfo(DTYPES[x.ty])
+        lowest = str(info.min if direction == "GT" else info.max)
+    init = b.emit(x.ty, (), f"constant({lowest})")
+    zero = b.emit("s32", (), "constant(0)")
+    kept = tuple(n for k, n in enumerate(x.dims) if k != d)
+    r = b.fresh("argred")
+    b.lines.append(f"  {r} = ({shape_text(x.ty, kept)}, {shape_text('s32', kept)}) reduce("
+                   f"{x.name}, {io.name}, {init.name}, {zero.name}), dimensions={{{d}}}, "
+                   f"to_apply={_arg_reducer(b, x.ty, direction)}")
+    val = b.emit(x.ty, kept, f"get-tuple-element({r}), index=0")
+    idx = b.emit("s32", kept, f"get-tuple-element({r}), index=1")
+    as_ty = b.emit(x.ty, kept, f"convert({idx.name})")
+    b.emit(x.ty, kept, f"add({val.name}, {as_ty.name})")
+
+
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
-         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum)
+         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum, _arg_reduce)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:
@@ -434,7 +490,9 @@ def with_layouts(draw: st.DrawFn, text: str, share: float = 0.7, roots: int = 5)
         lhs, ty, dims, rest = m.groups()
         rank = len(dims.split(",")) if dims else 0
         shape = f"{ty}[{dims}]"
-        if rank >= 2 and draw(st.floats(0, 1)) < share:
+        # a get-tuple-element keeps the layout of its tuple element (the default: tuple-shaped
+        # values such as argmax's reduce are not relaid out here)
+        if rank >= 2 and "get-tuple-element(" not in rest and draw(st.floats(0, 1)) < share:
             perm = draw(st.permutations(range(rank)))
             shape += "{" + ",".join(map(str, perm)) + "}"
         shapes[lhs.split("=")[0].split()[-1]] = shape
