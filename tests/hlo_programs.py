@@ -474,11 +474,23 @@ LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _gather_rows, _scat
 _SHAPED = re.compile(r"^(\s*(?:ROOT\s+)?\w+ = )(\w+)\[([\d,]*)\](?:\{[\d,]*\})?(.*)$")
 
 
+def _relaid(draw: st.DrawFn, shape: str, share: float) -> str:
+    """`shape` (text), or with probability `share` / 2 the same array under a random layout:
+    a root tuple element declared in another layout than its operand's (JAX's result layouts)."""
+    m = re.match(r"^(\w+)\[([\d,]*)\]", shape)
+    rank = len(m.group(2).split(",")) if m and m.group(2) else 0
+    if rank < 2 or draw(st.floats(0, 1)) >= share / 2:
+        return shape
+    perm = draw(st.permutations(range(rank)))
+    return f"{m.group(0)}{{{','.join(map(str, perm))}}}" if m else shape
+
+
 def with_layouts(draw: st.DrawFn, text: str, share: float = 0.7, roots: int = 5) -> str:
     """`text` with a random minor-to-major layout drawn for every value of rank >= 2 of the
     entry computation (parameters and intermediates; non-default with probability `share`);
     the root becomes a tuple of the last `roots` non-scalar intermediate values (so the layouts
-    of more values matter), its shape matching its operands'."""
+    of more values matter), some of its elements declared in another layout than their
+    operands' (and get-tuple-elements too: relayouts the backends must honour)."""
     head, entry = text.split("ENTRY", 1)
     shapes: dict[str, str] = {}
     lines = []
@@ -490,9 +502,9 @@ def with_layouts(draw: st.DrawFn, text: str, share: float = 0.7, roots: int = 5)
         lhs, ty, dims, rest = m.groups()
         rank = len(dims.split(",")) if dims else 0
         shape = f"{ty}[{dims}]"
-        # a get-tuple-element keeps the layout of its tuple element (the default: tuple-shaped
-        # values such as argmax's reduce are not relaid out here)
-        if rank >= 2 and "get-tuple-element(" not in rest and draw(st.floats(0, 1)) < share:
+        # a get-tuple-element may declare another layout than its tuple element (a relayout,
+        # as XLA's text before layout assignment allows: the forwarding-layouts pass copies)
+        if rank >= 2 and draw(st.floats(0, 1)) < share:
             perm = draw(st.permutations(range(rank)))
             shape += "{" + ",".join(map(str, perm)) + "}"
         shapes[lhs.split("=")[0].split()[-1]] = shape
@@ -503,7 +515,7 @@ def with_layouts(draw: st.DrawFn, text: str, share: float = 0.7, roots: int = 5)
         m = re.match(r"^(\s*ROOT \w+ = )\(.*\) tuple\(([\w, ]*)\)$", line)
         if m is not None:
             names = arrays[-roots:] or [n.strip() for n in m.group(2).split(",")]
-            line = f"{m.group(1)}({', '.join(shapes[n] for n in names)}) " \
+            line = f"{m.group(1)}({', '.join(_relaid(draw, shapes[n], share) for n in names)}) " \
                    f"tuple({', '.join(names)})"
         out.append(line)
     return head + "ENTRY" + "\n".join(out)

@@ -32,6 +32,7 @@ from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.cse import CommonSubexpressionElimination
 from xlc.passes.dce import DeadCodeElimination
+from xlc.passes.forwarding_layouts import ForwardingLayouts
 from xlc.passes.fusion import InstructionFusion
 from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
@@ -53,6 +54,9 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
     The flags turn on fusions that need emitter support (see `InstructionFusion`): a backend
     enables each once its emitter honours the contract. `interpreter_passes` enables all."""
     passes: list[HloPass | FixedPoint] = []
+    # Tuples and get-tuple-elements declaring another layout than the value they forward get a
+    # relayout copy first: every later pass and emitter may then forward buffers unchanged.
+    passes.append(ForwardingLayouts())
     # Inline calls and simplify to a fixed point first: fusion decisions need the final graph.
     passes += simplification_passes(options)
     # f16/bf16 add/multiply reductions accumulate in f32 (the evaluator's and jax.numpy's
