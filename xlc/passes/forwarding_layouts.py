@@ -8,7 +8,8 @@ the buffer in the wrong physical order.
 
 Requires: a verified module, before fusion. Guarantees: every array element of every tuple has
 its operand's layout, and every array-shaped get-tuple-element has its tuple element's layout;
-values keep their logical contents (the copies only relayout); nothing else changes.
+values keep their logical contents (the copies only relayout); instructions stay in a
+topological order; nothing else changes.
 """
 from __future__ import annotations
 
@@ -66,11 +67,15 @@ class ForwardingLayouts:
         for comp in module.computations:
             if comp.is_fusion_computation:
                 continue
+            edited = False
             for inst in list(comp.instructions):
                 if inst.opcode is Opcode.TUPLE:
-                    changed |= _fix_tuple(comp, inst)
+                    edited |= _fix_tuple(comp, inst)
                 elif inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-                    changed |= _fix_gte(comp, inst)
+                    edited |= _fix_gte(comp, inst)
+            if edited:
+                comp.sort_post_order()  # the copies sit right after the values they relayout
+            changed |= edited
         if changed:
             log.debug("forwarding-layouts: relayout copies inserted in %s", module.name)
         return changed
