@@ -10,10 +10,10 @@ Shapes are those of bench_models (d=256, batch 8 x 128 tokens) so each block is 
 transformer layer. `--profile` prints xlc's own stage times (HLO passes, emission, LLVM) as
 recorded by the executable. With `--repeat N` each time is the best of N compiles (the least
 disturbed by other work on the machine). `--baseline` also times xlc as it was before
-identical kernels were merged and the garbage collector paused (both switched off by
-patching), in the same run. `--cpu-time` reports the process's CPU time (all its threads)
-instead of wall time: on a machine shared with other work, wall time mostly measures the
-others.
+identical kernels were shared at emission and merged and the garbage collector paused (all
+three switched off by patching), in the same run. `--cpu-time` reports the process's CPU
+time (all its threads) instead of wall time: on a machine shared with other work, wall time
+mostly measures the others.
 """
 from __future__ import annotations
 
@@ -61,16 +61,19 @@ def _xlc_compile(fn: Any, params: Any, x: np.ndarray) -> tuple[float, dict]:
 
 @contextlib.contextmanager
 def _without_dedupe_and_gc_pause() -> Any:
-    """xlc's CPU compile without function merging and without pausing the collector."""
+    """xlc's CPU compile without kernel sharing, function merging or pausing the collector."""
     from xlc.backend_cpu import compiler
+    from xlc.backend_cpu.emitter import CpuEmitter
 
     saved = compiler.dedupe_functions, compiler.gc_paused
     compiler.dedupe_functions = lambda _m: 0  # type: ignore[assignment]
     compiler.gc_paused = contextlib.nullcontext  # type: ignore[assignment]
+    CpuEmitter.share_units = False
     try:
         yield
     finally:
         compiler.dedupe_functions, compiler.gc_paused = saved
+        CpuEmitter.share_units = True
 
 
 def _jax_compile(fn: Any, params: Any, x: np.ndarray) -> float | None:

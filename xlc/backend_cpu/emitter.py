@@ -14,7 +14,10 @@ Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
   no other argument are `noalias`, so loops vectorise without runtime checks. Kernels over at
   least PARALLEL_ELEMENTS elements take a [begin, end) range of their outermost loop and run
   split over the cores (the persistent thread pool, `xlc/codegen/parallel.py`); chains of row
-  kernels are pipelined block of rows by block of rows (`row_groups.py`).
+  kernels are pipelined block of rows by block of rows (`row_groups.py`);
+* each unit (an instruction, or a row group) is emitted through `kernel_reuse.emit_shared`:
+  units equal in structure and buffer facts (stacked layers) share one function, emitted once
+  and called with each unit's buffer addresses.
 
 Per-opcode emission is dispatched through the table the emitter is constructed with (Opcode ->
 function; the CPU table is built explicitly in `registry.py`). Unsupported instructions raise
@@ -26,10 +29,12 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu.kernel_reuse import UnitBuffers, UnitKeys, emit_shared, finish_units
 from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
@@ -230,6 +235,9 @@ def loop_over(b: ir.IRBuilder, shape: Shape, name: str = "i",
 class CpuEmitter:
     """Emits one LLVM module for a scheduled, buffer-assigned HLO module."""
 
+    share_units = True
+    """Emit units with equal structure once (`kernel_reuse.py`); off only to compare."""
+
     def __init__(self, module: HloModule, assignment: BufferAssignment, entry_name: str,
                  emitters: Mapping[Opcode, EmitFn], threads: int = 1):
         """`emitters`: Opcode -> emitter function (`registry.EMITTERS` for the CPU)."""
@@ -247,6 +255,12 @@ class CpuEmitter:
         self._const_globals: dict[int, ir.GlobalVariable] = {}
         self._addresses: dict[tuple[int, int, int], tuple[ir.Value, ir.Value]] = {}
         self.fnty = ir.FunctionType(lu.VOID, [lu.PTR])
+        # kernel reuse (`kernel_reuse.py`): units with equal keys share one function
+        self.unit_keys = UnitKeys(module)
+        self.units: dict[tuple, ir.Function] = {}
+        self.unit_uses: dict[str, int] = {}
+        self.virtual: UnitBuffers | None = None
+        """While a shared unit is emitted: its buffers, which `slice()` maps real slices to."""
 
     # ---- top level --------------------------------------------------------------------------
     def emit(self) -> ir.Module:
@@ -255,6 +269,7 @@ class CpuEmitter:
         entry = self.hlo.entry
         assert entry is not None
         self.computation_function(entry, self.entry_name)
+        finish_units(self)
         return self.llmod
 
     def computation_function(self, comp: HloComputation, name: str | None = None
@@ -277,10 +292,12 @@ class CpuEmitter:
             group = find_row_group(self, sched, i) if self.row_groups else None
             if group is not None:
                 insts, rows, cols = group
-                emit_row_group(self, ctx, insts, rows, cols)
+                emit_shared(self, ctx, insts, ("rows", rows, cols),
+                            partial(emit_row_group, self, group=insts, rows=rows, cols=cols))
                 i += len(insts)
             else:
-                self.emit_instruction(ctx, sched[i])
+                inst = sched[i]
+                emit_shared(self, ctx, [inst], (), partial(self.emit_instruction, inst=inst))
                 i += 1
         ctx.b.ret_void()
         return fn
@@ -309,8 +326,18 @@ class CpuEmitter:
 
     # ---- buffers ----------------------------------------------------------------------------
     def slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
-        """The assigned slice of `inst` at `index`."""
-        return self.ba.slice_of(inst, tuple(index))
+        """The assigned slice of `inst` at `index` (while a shared unit is emitted, its
+        virtual copy: `kernel_reuse.py`)."""
+        sl = self.ba.slice_of(inst, tuple(index))
+        return sl if self.virtual is None else self.virtual.map(sl, inst.name)
+
+    def all_slices(self, inst: HloInstruction, index: ShapeIndex = ()) -> list[Slice]:
+        """Every slice `inst` may hold at `index` (virtual copies inside a shared unit)."""
+        slices = self.ba.all_slices(inst, tuple(index))
+        if self.virtual is None:
+            return slices
+        virtual = self.virtual
+        return [virtual.map(sl, inst.name) for sl in slices]
 
     def _constant_global(self, alloc_index: int) -> ir.GlobalVariable:
         gv = self._const_globals.get(alloc_index)
@@ -463,7 +490,7 @@ def slices_overlap(a: Slice, b: Slice) -> bool:
 def overlaps_an_operand(em: CpuEmitter, inst: HloInstruction) -> bool:
     """Whether `inst`'s (array) output shares bytes with any operand's buffer."""
     out = em.slice(inst)
-    return any(slices_overlap(sl, out) for op in inst.operands for sl in em.ba.all_slices(op))
+    return any(slices_overlap(sl, out) for op in inst.operands for sl in em.all_slices(op))
 
 
 def constant_bytes(inst: HloInstruction) -> bytes:
