@@ -110,17 +110,18 @@ def _vs_peak(run: Callable[[], object], peak: Callable[[int], float], flops: flo
 
 def _python_threaded(g: CompiledGemm, a: np.ndarray, b: np.ndarray, c: np.ndarray
                      ) -> Callable[[], None]:
-    """Call the (tid, nthreads) kernel from g.nthreads Python threads (ctypes drops the GIL)."""
-    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64, ctypes.c_int64)
+    """Call the (share, nshares, slot) kernel from g.nthreads Python threads, share t in slot
+    t (ctypes drops the GIL)."""
+    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), *[ctypes.c_int64] * 3)
     fn = proto(g.kernel_address)
     args = (a.ctypes.data, b.ctypes.data, c.ctypes.data, g._scratch_ptr)
     nt = g.nthreads
 
     def run() -> None:
-        ths = [threading.Thread(target=fn, args=(*args, t, nt)) for t in range(1, nt)]
+        ths = [threading.Thread(target=fn, args=(*args, t, nt, t)) for t in range(1, nt)]
         for th in ths:
             th.start()
-        fn(*args, 0, nt)
+        fn(*args, 0, nt, 0)
         for th in ths:
             th.join()
     return run

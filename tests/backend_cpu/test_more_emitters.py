@@ -231,6 +231,6 @@ ENTRY e {
     ba = exe.assignment
     t_slice, d_slice = (ba.slice_of(exe.module.entry.instruction(n)) for n in ("t", "d"))
     assert t_slice.index == d_slice.index  # both in the temp block
-    assert exe.llvm_ir.count("call void @\"xlc_gemm_f32\"") == 2
+    assert exe.llvm_ir.count("call void @\"xlc_gemm_f32_shares\"") == 2
     check(text, rand(256, 200) * 0.1, rand(200, 300, seed=1), rand(300, 200, seed=2),
           rtol=1e-4, atol=1e-4)

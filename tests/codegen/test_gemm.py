@@ -150,14 +150,20 @@ def test_emit_gemm_signature_and_verification() -> None:
     module = lu.new_module("gemm_sig")
     G.emit_gemm(module, "my_gemm", spec)
     fn = module.globals["my_gemm"]
-    assert fn.function_type == ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2)
+    assert fn.function_type == ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 3)
     lu.parse_and_verify(module, "my_gemm")  # raises LoweringError when invalid
 
 
 def test_scratch_bytes_scales_with_threads() -> None:
+    """Packing buffers per thread slot, plus B packed once where the shares split m."""
     spec = GemmSpec(512, 512, 512, 1, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     one, two = scratch_bytes(spec, 1), scratch_bytes(spec, 2)
-    assert one > 0 and two - 64 == 2 * (one - 64)
+    assert G.packs_b_once(spec, G.gemm_shares(spec, 2)) and not G.packs_b_once(spec, 1)
+    assert one > 0 and two - 64 - G.packed_b_bytes(spec) == 2 * (one - 64)
+    assert G.packed_b_bytes(spec) == 512 * 512 * 4 + 64
+    batched = GemmSpec(512, 512, 512, 2, (0, 512, 1), (0, 512, 1), (0, 512, 1))
+    assert not G.packs_b_once(batched, 8)
+    assert scratch_bytes(batched, 2) - 64 == 2 * (scratch_bytes(batched, 1) - 64)
 
 
 def test_spec_errors() -> None:
@@ -277,10 +283,8 @@ def test_random_gemms(m: int, n: int, k: int, batch: int, ta: bool, tb: bool, f6
 
 def test_two_gemms_in_one_module() -> None:
     """emit_gemm twice into one module (as the CPU backend does), called through one caller
-    function that runs both on two threads via emit_threaded_entry."""
+    function that runs both on two threads via emit_gemm_entry (5 and 2 shares)."""
     import ctypes
-
-    from xlc.codegen.parallel import emit_threaded_entry
 
     a, b = _operands(100, 80, 120, None, np.float32)
     d, e = _operands(60, 90, 50, None, np.float64, tb=True)
@@ -289,18 +293,105 @@ def test_two_gemms_in_one_module() -> None:
     module = lu.new_module(sym)
     G.emit_gemm(module, f"{sym}_f32", s1)
     G.emit_gemm(module, f"{sym}_f64", s2)
-    entries = [emit_threaded_entry(module, f"{sym}_mt{i}", module.globals[f"{sym}_{t}"], 4)
-               for i, t in enumerate(("f32", "f64"))]
+    entries = [G.emit_gemm_entry(module, f"{sym}_mt{i}", f"{sym}_{t}", spec)
+               for i, (t, spec) in enumerate((("f32", s1), ("f64", s2)))]
     caller = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * 8), name=sym)
     bld = ir.IRBuilder(caller.append_basic_block("entry"))
     for i, entry in enumerate(entries):
-        bld.call(entry, list(caller.args[4 * i:4 * i + 4]) + [ir.Constant(lu.I64, 2)])
+        bld.call(entry, list(caller.args[4 * i:4 * i + 4])
+                 + [ir.Constant(lu.I64, (5, 2)[i]), ir.Constant(lu.I64, 2)])
     bld.ret_void()
     lu.compile_module(module, sym)
     c1, c2 = np.empty((100, 80), np.float32), np.empty((60, 90), np.float64)
+    assert G.packs_b_once(s1, 5)  # 100 x 80: its shares split m, after a pack phase
     scratch = np.empty(max(scratch_bytes(s1, 2), scratch_bytes(s2, 2)), np.uint8)
     fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(lu.jit_engine().address(sym))
     fn(a.ctypes.data, b.ctypes.data, c1.ctypes.data, scratch.ctypes.data,
        d.ctypes.data, e.ctypes.data, c2.ctypes.data, scratch.ctypes.data)
     _check(c1, a, b)
     _check(c2, d, e)
+
+
+@pytest.mark.parametrize("m,n,k,batch", [(300, 90, 70, None), (40, 700, 60, None),
+                                         (120, 100, 80, 3), (1900, 4100, 300, None)])
+def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k: int,
+                                                               batch: int | None) -> None:
+    """A threaded GEMM is split into several shares per thread (a preempted thread then holds
+    a small part of it), each packing into the scratch of the slot running it: the shares,
+    run in any order in any slot, give numpy's product; through the pool too.
+    Where the shares split m of one batch, B is packed once by a pack phase first (1900 x
+    4100 x 300: two column blocks of NC, two k blocks, a short last panel)."""
+    import ctypes
+
+    a, b = _operands(m, n, k, batch, np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    g = compile_gemm(spec, nthreads=2)
+    assert g.nshares > 2 and g.nshares == G.gemm_shares(spec, 2)
+    _check(g(a, b), a, b)
+    proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 3)
+    kernels = [proto(g.pack_address)] if G.packs_b_once(spec, g.nshares) else []
+    kernels.append(proto(g.kernel_address))
+    c = np.full(((batch or 1), m, n), np.nan, np.float32)
+    for kernel in kernels:  # the pack phase (if any), then the shares
+        order = RNG.permutation(g.nshares)
+        for i, share in enumerate(order):  # shares in a random order, the slots alternating
+            kernel(a.ctypes.data, b.ctypes.data, c.ctypes.data, g._scratch_ptr, int(share),
+                   g.nshares, i % 2)
+    _check(c if batch else c[0], a, b)
+
+
+_PINNED_GEMM = """
+import os, statistics, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+from xlc.backend_cpu import compile_cpu
+from xlc.codegen.gemm import GemmSpec, gemm_shares
+from xlc.hlo.parser import parse_module
+from xlc.options import CompileOptions
+text = '''HloModule m
+ENTRY e {{
+  a = f32[512,256] parameter(0)
+  b = f32[256,384] parameter(1)
+  ROOT d = f32[512,384] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}'''
+spec = GemmSpec(512, 384, 256, 1, (0, 256, 1), (0, 384, 1), (0, 384, 1))
+assert gemm_shares(spec, 2) > 2, gemm_shares(spec, 2)
+pooled = compile_cpu(parse_module(text), CompileOptions(backend="cpu", threads=2))
+single = compile_cpu(parse_module(text), CompileOptions(backend="cpu", threads=1))
+rng = np.random.default_rng(0)
+a = rng.standard_normal((512, 256)).astype(np.float32)
+b = rng.standard_normal((256, 384)).astype(np.float32)
+ref = a.astype(np.float64) @ b.astype(np.float64)
+pooled.run([a, b])  # starts the worker
+cpu = min(os.sched_getaffinity(0))
+for tid in os.listdir("/proc/self/task"):  # caller and worker now share one CPU
+    os.sched_setaffinity(int(tid), {{cpu}})
+def median(exe):
+    ts = []
+    for _ in range(15):
+        t = time.perf_counter()
+        out = exe.run([a, b])[0]
+        ts.append(time.perf_counter() - t)
+        err = float(np.max(np.abs(out - ref)))
+        assert err < 1e-3, err
+    return statistics.median(ts)
+print(min(median(pooled) / median(single) for _ in range(3)))
+"""
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"),
+                    reason="needs sched_setaffinity")
+def test_gemm_with_more_shares_than_threads_on_one_cpu() -> None:
+    """A two-thread dot whose caller and worker share one CPU (as when another process keeps
+    the worker's CPU busy) runs its shares in whichever thread is on the CPU: numpy's result,
+    at about the cost of one thread."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", _PINNED_GEMM.format(root=root)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    ratio = float(proc.stdout.split()[-1])
+    assert ratio < 3.0, f"two threads on one CPU cost {ratio:.1f}x one thread"

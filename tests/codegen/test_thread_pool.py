@@ -15,7 +15,14 @@ import pytest
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.thread_pool import JOB_TYPE, POOL_RUN, RUN_TYPE, declare_pool_run
+from xlc.codegen.thread_pool import (
+    JOB_TYPE,
+    POOL_RUN,
+    RUN_TYPE,
+    SLOT_JOB_TYPE,
+    declare_pool_run,
+    declare_pool_run_slots,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -126,6 +133,65 @@ def test_the_older_entry_point_still_runs_every_share(pool: PoolKernels) -> None
         pool.legacy_fn(out.ctypes.data, count.ctypes.data, n, 0)
         np.testing.assert_array_equal(out, _expected(n))
         assert count[0] == n
+
+
+class SlotKernels:
+    """`run(out, state, nshares, nthreads)` through `xlc_pool_run_slots`: share s writes
+    out[s] = 1000 s + nshares; state = [count, clashes, max slot + 1, busy flag per slot...].
+    A share marks its slot busy while it runs (an exchange that must find it free, else it
+    counts a clash), so two shares running at once in one slot are seen."""
+
+    def __init__(self) -> None:
+        name = lu.unique_symbol("pool_slots")
+        m = lu.new_module(name)
+        fields = [lu.PTR, lu.PTR]
+        job = ir.Function(m, SLOT_JOB_TYPE, name=f"{name}_job")
+        b = ir.IRBuilder(job.append_basic_block("entry"))
+        args, share, n, slot = job.args
+        out, state = (_field(b, args, fields, i) for i in range(2))
+
+        def word(i: ir.Value) -> ir.Value:
+            return b.gep(state, [i], source_etype=lu.I64)
+
+        busy = word(b.add(slot, _i64(3)))
+        was = b.atomic_rmw("xchg", busy, _i64(1), "seq_cst")
+        b.atomic_rmw("add", word(_i64(1)), b.select(b.icmp_signed("!=", was, _i64(0)),
+                                                     _i64(1), _i64(0)), "seq_cst")
+        b.atomic_rmw("umax", word(_i64(2)), b.add(slot, _i64(1)), "seq_cst")
+        with lu.for_range(b, _i64(5000), name="hold"):  # keep the slot busy a little
+            b.load_atomic(busy, "seq_cst", 8, typ=lu.I64)
+        b.store(b.add(b.mul(share, _i64(1000)), n), b.gep(out, [share], source_etype=lu.I64))
+        b.atomic_rmw("add", word(_i64(0)), _i64(1), "seq_cst")
+        b.atomic_rmw("xchg", busy, _i64(0), "seq_cst")
+        b.ret_void()
+        sig = ir.FunctionType(lu.VOID, [lu.PTR, lu.PTR, lu.I64, lu.I64])
+        run = ir.Function(m, sig, name=f"{name}_run")
+        b = ir.IRBuilder(run.append_basic_block("entry"))
+        out, state, nshares, nthreads = run.args
+        b.call(declare_pool_run_slots(m), [job, _pack(b, [out, state]), nshares, nthreads])
+        b.ret_void()
+        lu.compile_module(m, name, 2)
+        self.run_fn = _RUN(lu.jit_engine().address(f"{name}_run"))
+
+    def run(self, nshares: int, nthreads: int) -> tuple[np.ndarray, np.ndarray]:
+        out = np.full(max(nshares, 1), -1, np.int64)
+        state = np.zeros(3 + 64, np.int64)
+        self.run_fn(out.ctypes.data, state.ctypes.data, nshares, nthreads)
+        return out, state[:3]
+
+
+@pytest.mark.parametrize("nshares,nthreads", [(1, 1), (9, 1), (2, 2), (64, 2), (300, 4),
+                                              (5, 64), (1000, 8)])
+def test_slotted_jobs_run_every_share_once_in_distinct_slots(nshares: int, nthreads: int
+                                                             ) -> None:
+    """`xlc_pool_run_slots`: every share once, each told a slot below nthreads that no other
+    share running at the same time has (the GEMM indexes its packing scratch by it)."""
+    slots = SlotKernels()
+    for _ in range(20):
+        out, (count, clashes, top) = slots.run(nshares, nthreads)
+        np.testing.assert_array_equal(out, _expected(nshares))
+        assert count == nshares and clashes == 0
+        assert 1 <= top <= min(nthreads, nshares)
 
 
 def test_repeated_calls(pool: PoolKernels) -> None:

@@ -1,5 +1,6 @@
 """Dots through the shared packed GEMM generator (`xlc.codegen.gemm`, BLIS-style: packed A and
-B panels, 14 x 32 AVX-512 register tiles, threads split over m or n panels).
+B panels, 14 x 32 AVX-512 register tiles, split over m or n panels into `gemm_shares` shares,
+several per thread, that any thread of the pool takes; packing scratch is per thread slot).
 
 Used for f32/f64 dots whose contracting dims merge into one (`gemm_plan_for_dot`): batch and
 free dims that merge become the GEMM's batch/m/n dims, the others loops around its call; any
@@ -16,9 +17,14 @@ from llvmlite import ir
 
 from xlc.backend_cpu.emitter import CpuEmitter, Kernel, i64
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm import emit_gemm, recommended_threads, scratch_bytes
+from xlc.codegen.gemm import (
+    emit_gemm,
+    emit_gemm_entry,
+    gemm_shares,
+    recommended_threads,
+    scratch_bytes,
+)
 from xlc.codegen.gemm_dot import DotGemm
-from xlc.codegen.parallel import emit_threaded_entry
 from xlc.hlo.ir import HloInstruction
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -33,6 +39,8 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, plan: DotGemm
     emit_gemm(module, name, spec)
     gemm_fn = module.globals[name]
     gemm_fn.linkage = "internal"
+    if (pack_fn := module.globals.get(f"{name}.pack")) is not None:
+        pack_fn.linkage = "internal"
     nthreads = recommended_threads(spec, em.threads)
     b = k.b
     lhs, rhs = inst.operands
@@ -44,7 +52,7 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, plan: DotGemm
     scratch = b.call(malloc, [i64(nbytes)]) if nbytes else ir.Constant(lu.PTR, None)
     entry = None
     if nthreads > 1:
-        entry = emit_threaded_entry(module, f"{name}.mt", gemm_fn, 4)
+        entry = emit_gemm_entry(module, f"{name}.mt", name, spec)
         entry.linkage = "internal"
     with lu.for_nest(b, [size for size, *_ in plan.loops], name="gl") as idx:
         offs = [i64(0)] * 3
@@ -52,9 +60,9 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, plan: DotGemm
             offs = [b.add(o, b.mul(v, i64(st))) for o, st in zip(offs, strides)]
         args = [b.gep(p, [o], inbounds=True, source_etype=ety) for p, o in zip(bases, offs)]
         if entry is not None:
-            b.call(entry, args + [scratch, i64(nthreads)])
+            b.call(entry, args + [scratch, i64(gemm_shares(spec, nthreads)), i64(nthreads)])
         else:
-            b.call(gemm_fn, args + [scratch, i64(0), i64(1)])
+            b.call(gemm_fn, args + [scratch, i64(0), i64(1), i64(0)])
     if nbytes:
         b.call(free, [scratch])
 

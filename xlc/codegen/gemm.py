@@ -2,24 +2,31 @@
 
 `emit_gemm(llvm_module, name, spec)` adds
 
-    void name(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads)
+    void name(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares, i64 slot)
 
 computing, for every batch b < spec.batch, C[b] = A[b] @ B[b] (or C[b] += A[b] @ B[b] with
 `spec.accumulate`), where A[b] is m x k, B[b] is k x n and C[b] is m x n, each addressed through
 the element strides in the spec (so transposed and batched operands need no copies). The caller
-runs it once per thread with tid = 0 .. nthreads-1 (all with the same nthreads, concurrently or
-not): each call computes its own disjoint share of C. `scratch` must hold
-`scratch_bytes(spec, nthreads)` bytes (any alignment; the function aligns it to 64 bytes) and
-must not be shared with another GEMM running at the same time.
+runs it once per share with share = 0 .. nshares-1 (all with the same nshares, concurrently or
+not): each call computes its own disjoint share of C, packing into the part `slot` of
+`scratch`. Calls running at the same time must use different slots; `scratch` must hold
+`scratch_bytes(spec, nslots)` bytes for slots 0 .. nslots-1 (any alignment; the function aligns
+it to 64 bytes) and must not be shared with another GEMM running at the same time. Run through
+the thread pool (`emit_gemm_entry`), the slot is the thread's: a GEMM has
+`gemm_shares(spec, nthreads)` shares, several per thread, and any thread takes any share (on
+a loaded machine a preempted thread then holds a small part of the product, not half of it).
+Where the shares split m of one batch, each would pack all of B again: there B is packed once
+(`packs_b_once`), by the shares of a pack phase `name.pack` (same signature) that must finish
+before the shares of `name` start.
 
-Algorithm (BLIS's loop structure): the work is split over threads along the flattened
-(batch, n-panels) or (batch, m-panels) space, whichever has more panels. Each thread loops
+Algorithm (BLIS's loop structure): the work is split into shares along the flattened
+(batch, n-panels) or (batch, m-panels) space, whichever has more panels. Each share loops
 jc (NC columns) > pc (KC of k; packs B[pc, jc] into NR-column panels) > ic (MC rows; packs
 A[ic, pc] into MR-row panels) > jr > ir, calling the MR x NR microkernel from
 `gemm_kernels.py`. When a thread's columns fit one NR panel and A is row-major, A is not
 packed: the microkernel reads its rows in place (each A element is used once per k block
 there, so packing would only add a pass over A). Tiny problems and matrix-vector products
-(`use_simple`) use a plain loop nest instead and run on thread 0 only (the other threads
+(`use_simple`) use a plain loop nest instead and run in share 0 only (the other shares
 return at once).
 
 `compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/codegen/parallel.py`) and
@@ -27,9 +34,10 @@ returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmar
 
 Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/codegen/gemm_dot.py; None when the
 dot is not f32/f64 or its dims do not merge), reserve `scratch_bytes(spec, nt)` bytes of temp,
-`emit_gemm(module, name, spec)`, then either call `name(A, B, C, scratch, t, nt)` for each t
-yourself or add `emit_threaded_entry(module, name + "_mt", module.globals[name], 4)` and call
-`name_mt(A, B, C, scratch, nt)` from the kernel (nt from `recommended_threads(spec, cores)`).
+`emit_gemm(module, name, spec)`, then either call `name(A, B, C, scratch, 0, 1, 0)` yourself
+(one share) or add `emit_gemm_entry(module, name + "_mt", name, spec)` and call
+`name_mt(A, B, C, scratch, gemm_shares(spec, nt), nt)` from the kernel (nt from
+`recommended_threads(spec, cores)`; it runs the pack phase first where B is packed once).
 """
 from __future__ import annotations
 
@@ -44,12 +52,18 @@ from llvmlite import ir
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
 from xlc.codegen.gemm_lib import PARAMS, declare_gemm
-from xlc.codegen.parallel import PARALLEL_FLOPS, available_threads, emit_threaded_entry
+from xlc.codegen.parallel import (
+    PARALLEL_FLOPS,
+    SHARES_PER_THREAD,
+    available_threads,
+    emit_slotted_entry,
+)
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
 
-__all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "scratch_bytes", "compile_gemm",
-           "recommended_threads", "use_simple", "blocking", "simple_loop_order"]
+__all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
+           "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once",
+           "packed_b_bytes", "use_simple", "blocking", "simple_loop_order"]
 
 log = logging.getLogger("xlc.codegen")
 
@@ -60,6 +74,9 @@ log = logging.getLogger("xlc.codegen")
 # the 1 MiB L2, the KC x NC B block in L3. unroll: k-loop unrolling of the microkernel (4 gave
 # no measurable gain over 2 and costs ~40 % more compile time for that function).
 SIMPLE_FLOPS = 2 * 40 ** 3
+SHARE_FLOPS = 1 << 20
+"""A GEMM share computes at least about this many flops (~10 us on one core), so that the
+pool's hand-off and the packing each share repeats stay small next to it."""
 _BLOCKING = {
     PrimitiveType.F32: dict(mr=14, nv=2, vw=16, kc=256, mc=504, nc=4096, unroll=2),
     PrimitiveType.F64: dict(mr=14, nv=2, vw=8, kc=256, mc=252, nc=2048, unroll=2),
@@ -100,10 +117,10 @@ class GemmSpec:
         if pt not in _BLOCKING:
             raise UnsupportedOpError(f"GEMM generator supports f32 and f64, not '{pt.text}'")
 
-    def params(self) -> list[int]:
+    def params(self, packed_once: bool = False) -> list[int]:
         """The library GEMM's parameter block (`xlc.codegen.gemm_lib`)."""
         return [self.m, self.n, self.k, self.batch, *self.a_strides, *self.b_strides,
-                *self.c_strides, int(self.accumulate)]
+                *self.c_strides, int(self.accumulate), int(packed_once)]
 
     @staticmethod
     def for_arrays(a: np.ndarray, b: np.ndarray, accumulate: bool = False) -> GemmSpec:
@@ -158,13 +175,40 @@ def _thread_bytes(spec: GemmSpec, bl: Blocking) -> tuple[int, int]:
     return _round64(bl.mc * bl.kc * esz + 64), _round64(bl.kc * bl.nc * esz)
 
 
+PACK_ONCE_BYTES = 8 << 20
+"""B is packed once per call (not by every share) only when packed it takes at most this
+many bytes of scratch (a bigger product has shares big enough to pack their B panels)."""
+
+
+def packed_b_bytes(spec: GemmSpec) -> int:
+    """Bytes of all of B packed once (k x n rounded up to NR columns, + 64 bytes of slack)."""
+    bl = blocking(spec)
+    return _round64(spec.k * -(-spec.n // bl.nr) * bl.nr * spec.dtype.byte_size + 64)
+
+
+def _may_pack_b_once(spec: GemmSpec) -> bool:
+    """The shares of `spec` split m of a single batch (each needs all of B), and B packed is
+    small enough to be packed once for them all (see `packs_b_once`)."""
+    return (not use_simple(spec) and spec.batch == 1 and _split_m(spec, blocking(spec))
+            and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
+
+
+def packs_b_once(spec: GemmSpec, nshares: int) -> bool:
+    """True when a call in `nshares` shares packs B once, in a parallel pack phase before the
+    shares, instead of once per share (`gemm_lib`): for one batch split along m into several
+    shares, each of which would otherwise pack all of B."""
+    return nshares > 1 and _may_pack_b_once(spec)
+
+
 def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     """Bytes of packing scratch `emit_gemm`'s function needs when run with `nthreads`
-    threads (0 for the plain loop nest). Includes 64 bytes of alignment slack."""
+    threads, i.e. in `gemm_shares(spec, nthreads)` shares with slots 0 .. nthreads-1 (0 for
+    the plain loop nest). Includes 64 bytes of alignment slack."""
     if use_simple(spec):
         return 0
     a_b, b_b = _thread_bytes(spec, blocking(spec))
-    return 64 + max(1, nthreads) * (a_b + b_b)
+    once = packed_b_bytes(spec) if packs_b_once(spec, gemm_shares(spec, nthreads)) else 0
+    return 64 + once + max(1, nthreads) * (a_b + b_b)
 
 
 def recommended_threads(spec: GemmSpec, available: int) -> int:
@@ -174,27 +218,42 @@ def recommended_threads(spec: GemmSpec, available: int) -> int:
     return 1 if use_simple(spec) or flops < PARALLEL_FLOPS else max(1, available)
 
 
+def gemm_shares(spec: GemmSpec, nthreads: int) -> int:
+    """How many shares `spec` is split into when run on `nthreads` threads: one per thread
+    for one thread or the plain loop nest, else up to `parallel.SHARES_PER_THREAD` per thread
+    (at most one per panel of the split dimension, each of at least ~SHARE_FLOPS) - a thread
+    that gets less of the machine then takes fewer of them."""
+    if nthreads <= 1 or use_simple(spec):
+        return max(1, nthreads)
+    bl = blocking(spec)
+    panels = spec.batch * (-(-spec.m // bl.mr) if _split_m(spec, bl) else -(-spec.n // bl.nr))
+    flops = 2 * spec.m * spec.n * spec.k * spec.batch
+    return max(1, min(panels, max(nthreads, min(SHARES_PER_THREAD * nthreads,
+                                                flops // SHARE_FLOPS))))
+
+
 def _split_m(spec: GemmSpec, bl: Blocking) -> bool:
     """Partition threads along m (else along n): whichever dimension has more panels."""
     return -(-spec.m // bl.mr) > -(-spec.n // bl.nr)
 
 
 def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
-    """Add `void name(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads)` computing
-    `spec` (see the module docstring for the contract) plus internal helpers named
-    `name.*` to `llvm_module`. Requires 0 <= tid < nthreads."""
-    fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2),
+    """Add `void name(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares, i64 slot)`
+    computing `spec` (see the module docstring for the contract) plus internal helpers named
+    `name.*` to `llvm_module`. Requires 0 <= share < nshares and slot < the slots the
+    scratch was sized for."""
+    fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 3),
                      name=name)
     for arg in fn.args[:3]:
         arg.add_attribute("noalias")
-    a, bm, c, scratch, tid, nthreads = fn.args
+    a, bm, c, scratch, share, nshares, slot = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ety = lu.value_type(spec.dtype)
     (sa, am, ak), (sb, bk, bn), (sc, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
     if use_simple(spec):
         simple = emit_simple_gemm(llvm_module, f"{name}.simple", spec.dtype, spec.m, spec.n,
                                   spec.k, (am, ak), (bk, bn), (cm, cn), spec.accumulate)
-        with b.if_then(b.icmp_signed("==", tid, i64(0))):
+        with b.if_then(b.icmp_signed("==", share, i64(0))):
             with lu.for_range(b, i64(spec.batch), name="bt") as bi:
                 b.call(simple, [gep(b, a, b.mul(bi, i64(sa)), ety),
                                 gep(b, bm, b.mul(bi, i64(sb)), ety),
@@ -202,13 +261,55 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
         b.ret_void()
         return
     # the packed path: a call of the process's generic GEMM with this spec's parameters
-    params = b.alloca(ir.ArrayType(lu.I64, PARAMS))
+    b.call(declare_gemm(llvm_module, spec.dtype),
+           [a, bm, c, scratch, share, nshares, slot, _params(b, spec, nshares)])
+    b.ret_void()
+    # its pack phase, run before the shares when B is packed once (`emit_gemm_entry`)
+    pack = ir.Function(llvm_module, fn.function_type, name=f"{name}.pack")
+    b = ir.IRBuilder(pack.append_basic_block("entry"))
+    b.call(declare_gemm(llvm_module, spec.dtype, pack=True),
+           [*pack.args[:7], _params(b, spec, pack.args[5])])
+    b.ret_void()
+
+
+def _params(b: ir.IRBuilder, spec: GemmSpec, nshares: ir.Value) -> ir.Value:
+    """A stack copy of `spec`'s parameter block; B is packed once when `packs_b_once(spec,
+    nshares)`."""
+    with b.goto_entry_block():
+        params = b.alloca(ir.ArrayType(lu.I64, PARAMS))
     params.align = 16
     params.type = lu.PTR  # llvmlite types allocas as typed pointers; LLVM 22 wants `ptr`
     for i, v in enumerate(spec.params()):
         b.store(i64(v), gep(b, params, i, lu.I64))
-    b.call(declare_gemm(llvm_module, spec.dtype), [a, bm, c, scratch, tid, nthreads, params])
+    once = b.icmp_signed(">", nshares, i64(1)) if _may_pack_b_once(spec) else \
+        ir.Constant(lu.I1, 0)
+    b.store(b.zext(once, lu.I64), gep(b, params, PARAMS - 1, lu.I64))
+    return params
+
+
+def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSpec
+                    ) -> ir.Function:
+    """Add `void name(ptr A, ptr B, ptr C, ptr scratch, i64 nshares, i64 nthreads)` running
+    `emit_gemm`'s function `kernel` for `spec` in nshares shares on up to nthreads threads of
+    the pool (`nshares = gemm_shares(spec, nthreads)`, scratch of `scratch_bytes(spec,
+    nthreads)` bytes): when B is packed once (`packs_b_once`), a first pool call runs the
+    pack phase (`kernel.pack`), a second the shares. Returns the new function."""
+    compute = emit_slotted_entry(llvm_module, f"{name}.compute", llvm_module.globals[kernel],
+                                 4)
+    compute.linkage = "internal"
+    fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2),
+                     name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    args = list(fn.args)
+    if _may_pack_b_once(spec):
+        pack = emit_slotted_entry(llvm_module, f"{name}.pack",
+                                  llvm_module.globals[f"{kernel}.pack"], 4)
+        pack.linkage = "internal"
+        with b.if_then(b.icmp_signed(">", args[4], i64(1))):
+            b.call(pack, args)
+    b.call(compute, args)
     b.ret_void()
+    return fn
 
 
 # ---- JIT convenience -----------------------------------------------------------------------
@@ -217,16 +318,20 @@ class CompiledGemm:
 
     a/b: arrays of shape (batch, m, k)/(batch, k, n) (or 2-D when batch == 1) whose strides
     match the spec (views like `x.T` fine). c: optional output of shape (batch, m, n) (2-D when
-    a is 2-D) with the spec's strides; required when the spec accumulates. Runs on `nthreads`
-    threads through the threaded entry (the thread pool). One instance owns one packing
+    a is 2-D) with the spec's strides; required when the spec accumulates. Runs
+    `gemm_shares(spec, nthreads)` shares on `nthreads` threads through the slotted entry (the
+    thread pool). One instance owns one packing
     scratch: do not call the
     same instance from two Python threads at once (compile_gemm again for another instance)."""
 
     def __init__(self, spec: GemmSpec, nthreads: int, symbol: str, entry: str):
         self.spec, self.nthreads = spec, nthreads
+        self.nshares = gemm_shares(spec, nthreads)
         eng = lu.jit_engine()
         self.kernel_address = eng.address(symbol)
-        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64)
+        self.pack_address = eng.address(f"{symbol}.pack") if not use_simple(spec) else 0
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64,
+                                 ctypes.c_int64)
         self._entry = proto(eng.address(entry))
         self._scratch = np.empty(max(1, scratch_bytes(spec, nthreads)), dtype=np.uint8)
         self._scratch_ptr = self._scratch.ctypes.data
@@ -278,7 +383,7 @@ class CompiledGemm:
             if a.ndim == 2:
                 c = c[0]
         pc = self._check(c, "C")
-        self._entry(pa, pb, pc, self._scratch_ptr, self.nthreads)
+        self._entry(pa, pb, pc, self._scratch_ptr, self.nshares, self.nthreads)
         return c
 
 
@@ -295,7 +400,7 @@ def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
             sym = lu.unique_symbol("xlc_gemm")
             module = lu.new_module(sym)
             emit_gemm(module, sym, spec)
-            emit_threaded_entry(module, f"{sym}_mt", module.globals[sym], nptrs=4)
+            emit_gemm_entry(module, f"{sym}_mt", sym, spec)
             lu.compile_module(module, sym, opt_level)
             _compiled[key] = sym
     return CompiledGemm(spec, nt, sym, f"{sym}_mt")

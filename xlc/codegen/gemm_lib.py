@@ -1,16 +1,32 @@
 """The packed GEMM as a run-time library: one generic copy per element type, compiled once per
 process (`xlc.codegen.runtime_lib`) and called by every executable's dots.
 
-    void xlc_gemm_f32(ptr A, ptr B, ptr C, ptr scratch, i64 tid, i64 nthreads, ptr params)
-    void xlc_gemm_f64(...)
+    void xlc_gemm_f32_shares(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares,
+                             i64 slot, ptr params)
+    void xlc_gemm_f64_shares(...)
 
 `params` points at PARAMS i64 values: m, n, k, batch, the (batch, m, k) element strides of A,
-the (batch, k, n) of B, the (batch, m, n) of C, and accumulate (0/1) - `GemmSpec.params()`.
-The function computes the share `tid` of `nthreads` of C[b] (+)= A[b] @ B[b] (BLIS loop
-structure, see `xlc/codegen/gemm.py`), packing into its part of `scratch`
-(`gemm.scratch_bytes(spec, nthreads)` bytes). Every block size is derived at run time from the
-sizes exactly as `gemm.blocking` derives it at compile time, so the scratch the caller reserves
-always fits.
+the (batch, k, n) of B, the (batch, m, n) of C, accumulate (0/1) and "B packed once" (0/1) -
+`GemmSpec.params(packed_once)`.
+
+    void xlc_gemm_f32_pack_b(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares,
+                             i64 slot, ptr params)
+
+is the pack phase of a call with "B packed once" set (one batch, shares split along m): share
+`share` of `nshares` packs its n panels of all of B into the start of `scratch` (`gemm.
+packed_b_bytes`), which every compute share then reads, instead of each share packing all of
+B again (with several shares per thread, that repeated packing cost ~5 % of a 1024 x 256 x
+256 product). The pack phase must have finished before the compute shares start (two pool
+calls: `gemm.emit_gemm_entry`).
+The function computes the share `share` of `nshares` of C[b] (+)= A[b] @ B[b] (BLIS loop
+structure, see `xlc/codegen/gemm.py`), packing into the part `slot` of `scratch`
+(`gemm.scratch_bytes(spec, nslots)` bytes hold parts 0 .. nslots-1). The share says which part
+of C, the slot which packing buffers: the thread pool runs many shares per thread and tells
+each the slot of the thread running it (`xlc_pool_run_slots`), so any thread can take any
+share. Every block size is derived at run time from the sizes exactly as `gemm.blocking`
+derives it at compile time, so the scratch the caller reserves always fits.
+(`xlc_gemm_f32(A, B, C, scratch, tid, nthreads, params)` is share `tid` of `nthreads` in slot
+`tid`, the entry of code compiled before.)
 
 Why a library: a GEMM specialised on its shapes and strides is ~140 KB of LLVM IR (an unrolled
 14 x 32 microkernel, three packers), ~130 ms of LLVM time per distinct dot. Generic in sizes and
@@ -38,17 +54,21 @@ from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.codegen")
 
-PARAMS = 14
+PARAMS = 15
 """Number of i64 values of the parameter block (see the module docstring)."""
 SYMBOLS = {PrimitiveType.F32: "xlc_gemm_f32", PrimitiveType.F64: "xlc_gemm_f64"}
+SHARES_SUFFIX = "_shares"
+PACK_SUFFIX = "_pack_b"
 LIBRARY_TYPE = ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64, lu.I64, lu.PTR])
+SHARES_TYPE = ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64, lu.I64, lu.I64, lu.PTR])
 
 
-def declare_gemm(module: ir.Module, pt: PrimitiveType) -> ir.Function:
-    """The library GEMM of `pt` declared in `module` (once)."""
-    name = SYMBOLS[pt]
+def declare_gemm(module: ir.Module, pt: PrimitiveType, pack: bool = False) -> ir.Function:
+    """The library GEMM of `pt` (`xlc_gemm_<type>_shares`, or its pack phase
+    `xlc_gemm_<type>_pack_b` when `pack`) declared in `module` (once)."""
+    name = SYMBOLS[pt] + (PACK_SUFFIX if pack else SHARES_SUFFIX)
     fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, LIBRARY_TYPE, name=name)
+    return fn if fn is not None else ir.Function(module, SHARES_TYPE, name=name)
 
 
 def _smax1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -62,6 +82,14 @@ def _ceil_div(b: ir.IRBuilder, x: ir.Value, y: ir.Value | int) -> ir.Value:
 
 def _round64(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.and_(b.add(x, i64(63)), i64(-64))
+
+
+def _packed_offset(b: ir.IRBuilder, jc: ir.Value, pc: ir.Value, k: ir.Value, ncr: ir.Value
+                   ) -> ir.Value:
+    """Element offset of block (pc, jc) in B packed once: the column blocks one after the
+    other (every one before jc is a full NC wide: jc k elements), in each the k blocks one
+    after the other (pc ncr elements before block pc, ncr = its width rounded up to NR)."""
+    return b.add(b.mul(jc, k), b.mul(pc, ncr))
 
 
 class _Sizes:
@@ -79,12 +107,16 @@ class _Sizes:
         esz = i64(bl.pt.byte_size)
         self.a_bytes = _round64(b, b.add(b.mul(b.mul(self.mc, self.kc), esz), i64(64)))
         self.b_bytes = _round64(b, b.mul(b.mul(self.kc, self.nc), esz))
+        # all of B packed once: k x n rounded up to NR columns (+ 64 bytes of alignment slack)
+        self.packed_bytes = _round64(b, b.add(b.mul(b.mul(k, b.mul(
+            _ceil_div(b, n, nr), i64(nr))), esz), i64(64)))
 
 
 def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp,
-    ptr params)`: C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch, packing into
-    ap/bp."""
+    ptr params, ptr bpre)`: C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch,
+    packing into ap/bp; when `bpre` is not null (then n0 = 0, n1 = n) B is not packed here but
+    read from `bpre`, where the pack phase (`_emit_pack_phase`) packed all of it."""
     pack_a = emit_pack_a(module, f"{name}.pack_a", bl)
     pack_b = emit_pack_b(module, f"{name}.pack_b", bl)
     micro = emit_microkernel(module, f"{name}.micro", bl)
@@ -92,9 +124,11 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     for f in (pack_a, pack_b):
         f.attributes.add("noinline")
     fn, b = new_function(module, f"{name}.blocked",
-                         [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 3, noalias=(0, 1, 2, 7, 8))
-    a, bmat, c, m0, m1, n0, n1, ap, bp, params = fn.args
-    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS)]
+                         [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 4, noalias=(0, 1, 2, 7, 8))
+    a, bmat, c, m0, m1, n0, n1, ap, bp, params, bpre = fn.args
+    packed_once = b.icmp_unsigned("!=", b.ptrtoint(bpre, lu.I64), i64(0))
+    # the first 14 values only: code compiled before passes no "B packed once"
+    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS - 1)]
     m, n, k, _, _, am, ak, _, bk, bn, _, cm, cn, accumulate = p
     sz = _Sizes(b, bl, m, n, k)
     ety, mr, nr = bl.ety, bl.mr, bl.nr
@@ -116,8 +150,12 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
             pc = b.mul(b.sdiv(pc_raw, i64(bl.kc)), sz.kc)
             kc = smin(b, sz.kc, b.sub(k, pc))
             with b.if_then(b.icmp_signed(">", kc, i64(0))):
-                b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, bk), b.mul(jc, bn)), ety),
-                                bp, kc, nc, bk, bn])
+                with b.if_then(b.not_(packed_once)):
+                    b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, bk), b.mul(jc, bn)), ety),
+                                    bp, kc, nc, bk, bn])
+                ncr = b.mul(_ceil_div(b, nc, bl.nr), i64(bl.nr))
+                bsrc = b.select(packed_once, gep(b, bpre, _packed_offset(b, jc, pc, k, ncr),
+                                                 ety), bp)
                 first = b.and_(b.icmp_signed("==", pc, i64(0)), b.not_(acc))
                 with lu.for_range(b, nmb, name="ib") as ib:
                     ic = b.add(m0, b.mul(ib, mcs))
@@ -127,7 +165,7 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
                         b.call(pack_a, [a_block, ap, mc, kc, am, ak])
                     with lu.for_range(b, nc, step=nr, name="jr") as jr:
                         nr_eff = smin(b, i64(nr), b.sub(nc, jr))
-                        bpan = gep(b, bp, b.mul(jr, kc), ety)
+                        bpan = gep(b, bsrc, b.mul(jr, kc), ety)
                         ccol = b.mul(b.add(jc, jr), cn)
                         with lu.for_range(b, mc, step=mr, name="ir") as ir_:
                             mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
@@ -145,33 +183,77 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     return fn
 
 
+def _emit_pack_phase(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
+    """`xlc_gemm_<type>_pack_b` (see the module docstring): share `share` of `nshares` packs
+    n panels [P share / nshares, P (share + 1) / nshares) of B (P = ceil(n / NR)), every k
+    block of each, where `name.blocked` reads them when B is packed once."""
+    pack_b = module.globals[f"{name}.pack_b"]
+    fn = ir.Function(module, SHARES_TYPE, name=name + PACK_SUFFIX)
+    _, bm, _, scratch, share, nshares, _, params = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS)]
+    m, n, k, _, _, _, _, _, bk, bn, _, _, _, _, _ = p
+    sz = _Sizes(b, bl, m, n, k)
+    nr = bl.nr
+    bpre = b.inttoptr(b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64)), lu.PTR)
+    panels = _ceil_div(b, n, nr)
+    lo = b.sdiv(b.mul(panels, share), _smax1(b, nshares))
+    hi = b.sdiv(b.mul(panels, b.add(share, i64(1))), _smax1(b, nshares))
+    with lu.for_range(b, hi, start=lo, name="panel") as j:
+        col = b.mul(j, i64(nr))
+        jc = b.mul(b.sdiv(col, i64(bl.nc)), i64(bl.nc))  # its column block, as in blocked
+        ncr = b.mul(_ceil_div(b, smin(b, sz.nc, b.sub(n, jc)), nr), i64(nr))
+        cols = smin(b, i64(nr), b.sub(n, col))
+        with lu.for_range(b, k, name="pc", step=bl.kc) as pc_raw:
+            pc = b.mul(b.sdiv(pc_raw, i64(bl.kc)), sz.kc)
+            kc = smin(b, sz.kc, b.sub(k, pc))
+            with b.if_then(b.icmp_signed(">", kc, i64(0))):
+                off = b.add(_packed_offset(b, jc, pc, k, ncr), b.mul(b.sub(col, jc), kc))
+                b.call(pack_b, [gep(b, bm, b.add(b.mul(pc, bk), b.mul(col, bn)), bl.ety),
+                                gep(b, bpre, off, bl.ety), kc, cols, bk, bn])
+    b.ret_void()
+    return fn
+
+
 def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
-    """Add the exported generic GEMM for `bl`'s element type (see the module docstring)."""
+    """Add the exported generic GEMMs for `bl`'s element type (see the module docstring);
+    returns `xlc_gemm_<type>_shares`."""
     name = SYMBOLS[bl.pt]
     blocked = _emit_blocked(module, name, bl)
-    fn = ir.Function(module, LIBRARY_TYPE, name=name)
-    for arg in fn.args[:3]:
+    _emit_pack_phase(module, name, bl)
+    impl = ir.Function(module, ir.FunctionType(lu.VOID, list(SHARES_TYPE.args) + [lu.I64]),
+                       name=f"{name}.impl")
+    impl.linkage = "internal"
+    for arg in impl.args[:3]:
         arg.add_attribute("noalias")
-    a, bm, c, scratch, tid, nthreads, params = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    a, bm, c, scratch, share, nshares, slot, params, packed_once = impl.args
+    b = ir.IRBuilder(impl.append_basic_block("entry"))
     ety = bl.ety
-    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS)]
+    p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS - 1)]
     m, n, k, batch, sa, _, _, sb, _, _, sc, _, _, _ = p
     sz = _Sizes(b, bl, m, n, k)
-    # this thread's scratch: align, then skip the other threads' parts
+    # with "B packed once" set, B packed once lies at the aligned start of the scratch and
+    # the slots' parts after it
     base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
-    base = b.add(base, b.mul(tid, b.add(sz.a_bytes, sz.b_bytes)))
+    once = b.icmp_signed("!=", packed_once, i64(0))
+    bpre_at = b.inttoptr(base, lu.PTR)
+    base = b.add(base, b.select(once, sz.packed_bytes, i64(0)))
+    # this slot's scratch: skip the other slots' parts
+    base = b.add(base, b.mul(slot, b.add(sz.a_bytes, sz.b_bytes)))
     ap = b.inttoptr(base, lu.PTR)
     bp = b.inttoptr(b.add(base, sz.a_bytes), lu.PTR)
-    # threads split along m or n, whichever has more panels
+    # shares split along m or n, whichever has more panels
     m_panels, n_panels = _ceil_div(b, m, bl.mr), _ceil_div(b, n, bl.nr)
     split_m = b.icmp_signed(">", m_panels, n_panels)
+    # read there only where shares split m of one batch (each share then needs all of B)
+    use_packed = b.and_(once, b.and_(split_m, b.icmp_signed("==", batch, i64(1))))
+    bpre = b.select(use_packed, bpre_at, ir.Constant(lu.PTR, None))
     step = b.select(split_m, i64(bl.mr), i64(bl.nr))
     size = b.select(split_m, m, n)
     panels = b.select(split_m, m_panels, n_panels)
     units = b.mul(batch, panels)
-    lo = b.sdiv(b.mul(units, tid), nthreads)
-    hi = b.sdiv(b.mul(units, b.add(tid, i64(1))), nthreads)
+    lo = b.sdiv(b.mul(units, share), nshares)
+    hi = b.sdiv(b.mul(units, b.add(share, i64(1))), nshares)
     with b.if_then(b.icmp_signed("<", lo, hi)):
         b_first = b.sdiv(lo, _smax1(b, panels))
         b_end = _ceil_div(b, hi, _smax1(b, panels))
@@ -186,8 +268,20 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
             n0 = b.select(split_m, i64(0), r0)
             n1 = b.select(split_m, n, r1)
             b.call(blocked, [gep(b, a, b.mul(bi, sa), ety), gep(b, bm, b.mul(bi, sb), ety),
-                             gep(b, c, b.mul(bi, sc), ety), m0, m1, n0, n1, ap, bp, params])
+                             gep(b, c, b.mul(bi, sc), ety), m0, m1, n0, n1, ap, bp, params,
+                             bpre])
     b.ret_void()
+    fn = ir.Function(module, SHARES_TYPE, name=name + SHARES_SUFFIX)
+    fb = ir.IRBuilder(fn.append_basic_block("entry"))
+    once = fb.load(gep(fb, fn.args[7], PARAMS - 1, lu.I64), typ=lu.I64)
+    fb.call(impl, [*fn.args, once])
+    fb.ret_void()
+    # the entry of code compiled before (14 parameters): share tid of nthreads, in slot tid
+    old = ir.Function(module, LIBRARY_TYPE, name=name)
+    ob = ir.IRBuilder(old.append_basic_block("entry"))
+    oa = old.args
+    ob.call(impl, [*oa[:5], oa[5], oa[4], oa[6], i64(0)])
+    ob.ret_void()
     return fn
 
 

@@ -7,9 +7,12 @@ Two shapes of parallel kernel exist:
   `nthreads` contiguous shares taken by `nthreads` threads (the backend's kernels split their
   outermost loop this way; several shares per thread balance the load when one thread gets
   less of the machine than the others);
-* `emit_threaded_entry(module, name, kernel, nptrs)` adds `void name(ptr x nptrs, i64
-  nthreads)` running `kernel(ptrs..., tid, nthreads)` for every tid (the GEMM, which divides
-  its own work by tid).
+* `emit_slotted_entry(module, name, kernel, nptrs)` adds `void name(ptr x nptrs, i64 nshares,
+  i64 nthreads)` running `kernel(ptrs..., share, nshares, slot)` for every share on up to
+  nthreads threads, `slot` (< nthreads) naming the thread that runs the share (the GEMM, which
+  divides its own work by share and keeps packing scratch per slot);
+  `emit_threaded_entry(module, name, kernel, nptrs)` is the older form with one share per
+  thread, `kernel(ptrs..., tid, nthreads)`.
 Both store the pointers in a stack struct and call `xlc_pool_run_shares(job, &struct, nshares,
 nthreads)` with a small `job(args, share, nshares)` that unpacks them; the calling thread takes
 shares too. `part`
@@ -27,7 +30,13 @@ from collections.abc import Sequence
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.thread_pool import JOB_TYPE, MAX_WORKERS, declare_pool_run
+from xlc.codegen.thread_pool import (
+    JOB_TYPE,
+    MAX_WORKERS,
+    SLOT_JOB_TYPE,
+    declare_pool_run,
+    declare_pool_run_slots,
+)
 
 log = logging.getLogger("xlc.codegen")
 
@@ -70,7 +79,7 @@ def _unpack(b: ir.IRBuilder, args: ir.Value, nptrs: int) -> list[ir.Value]:
 
 
 def _pack_and_run(b: ir.IRBuilder, job: ir.Function, ptrs: Sequence[ir.Value],
-                  nshares: ir.Value, nthreads: ir.Value) -> None:
+                  nshares: ir.Value, nthreads: ir.Value, slots: bool = False) -> None:
     sty = _args_type(len(ptrs))
     with b.goto_entry_block():
         args = b.alloca(sty)
@@ -81,7 +90,8 @@ def _pack_and_run(b: ir.IRBuilder, job: ir.Function, ptrs: Sequence[ir.Value],
     for f, v in enumerate(ptrs):
         b.store(v, b.gep(args, [ir.Constant(lu.I32, 0), ir.Constant(lu.I32, f)],
                          inbounds=True, source_etype=sty))
-    b.call(declare_pool_run(b.module), [job, args, nshares, nthreads])
+    run = declare_pool_run_slots(b.module) if slots else declare_pool_run(b.module)
+    b.call(run, [job, args, nshares, nthreads])
 
 
 def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count: int,
@@ -126,5 +136,32 @@ def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs
     nt = b.select(b.icmp_signed(">", nt, ir.Constant(lu.I64, MAX_THREADS)),
                   ir.Constant(lu.I64, MAX_THREADS), nt)
     _pack_and_run(b, job, list(fn.args[:nptrs]), nt, nt)
+    b.ret_void()
+    return fn
+
+
+def emit_slotted_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs: int
+                       ) -> ir.Function:
+    """Add `void name(ptr x nptrs, i64 nshares, i64 nthreads)` running `kernel(ptrs..., share,
+    nshares, slot)` for share = 0 .. nshares-1 on up to nthreads threads (clamped to [1,
+    MAX_THREADS]; nshares to [1, thread_pool.MAX_SHARES]) through `xlc_pool_run_slots`: slot <
+    nthreads names the thread running the share, and shares running at the same time have
+    different slots. `kernel` must be safe to run concurrently for different shares in
+    different slots. Returns the new function."""
+    job = ir.Function(module, SLOT_JOB_TYPE, name=f"{name}.job")
+    job.linkage = "internal"
+    jb = ir.IRBuilder(job.append_basic_block("entry"))
+    args, share, n, slot = job.args
+    jb.call(kernel, _unpack(jb, args, nptrs) + [share, n, slot])
+    jb.ret_void()
+    fn = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * nptrs + [lu.I64] * 2),
+                     name=name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    one, most = ir.Constant(lu.I64, 1), ir.Constant(lu.I64, MAX_THREADS)
+    ns, nt = fn.args[nptrs], fn.args[nptrs + 1]
+    ns = b.select(b.icmp_signed("<", ns, one), one, ns)
+    nt = b.select(b.icmp_signed("<", nt, one), one, nt)
+    nt = b.select(b.icmp_signed(">", nt, most), most, nt)
+    _pack_and_run(b, job, list(fn.args[:nptrs]), ns, nt, slots=True)
     b.ret_void()
     return fn

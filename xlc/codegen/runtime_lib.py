@@ -1,8 +1,9 @@
 """Run-time libraries: generated code that every executable of the process shares.
 
 A library is a module built by a Python function, compiled once per process and linked by
-name: the thread pool (`xlc_pool_run_shares`, `thread_pool.py`) and the generic packed GEMMs
-(`xlc_gemm_f32`, `xlc_gemm_f64`, `gemm_lib.py`). Kernels only declare the symbols they call.
+name: the thread pool (`xlc_pool_run_shares`, `xlc_pool_run_slots`, `thread_pool.py`) and the
+generic packed GEMMs (`xlc_gemm_f32_shares`, `xlc_gemm_f64_shares`, `gemm_lib.py`). Kernels
+only declare the symbols they call.
 
 * `ensure(name)` makes a library's symbols resolvable in this process (compiling it into the
   process JIT engine on first use, then registering its addresses with `llvm.add_symbol`, so
@@ -51,12 +52,14 @@ class Library:
 
 LIBRARIES: dict[str, Library] = {
     lib.name: lib for lib in (
-        Library("pool", ("xlc_pool_run_shares", "xlc_pool_run"),
+        Library("pool", ("xlc_pool_run_shares", "xlc_pool_run_slots", "xlc_pool_run"),
                 "xlc.codegen.thread_pool:build_pool_module",
                 opt_level=2),
-        Library("gemm_f32", ("xlc_gemm_f32",), "xlc.codegen.gemm_lib:build_gemm_library",
+        Library("gemm_f32", ("xlc_gemm_f32_shares", "xlc_gemm_f32_pack_b", "xlc_gemm_f32"),
+                "xlc.codegen.gemm_lib:build_gemm_library",
                 ("f32",)),
-        Library("gemm_f64", ("xlc_gemm_f64",), "xlc.codegen.gemm_lib:build_gemm_library",
+        Library("gemm_f64", ("xlc_gemm_f64_shares", "xlc_gemm_f64_pack_b", "xlc_gemm_f64"),
+                "xlc.codegen.gemm_lib:build_gemm_library",
                 ("f64",)),
     )
 }

@@ -10,6 +10,14 @@ kept for the life of the process) and returns when all shares have finished. `jo
 safe to run concurrently for different shares. (`xlc_pool_run(job, args, n)` is the same with
 n shares on n threads, kept for code compiled before.)
 
+    void xlc_pool_run_slots(ptr job, ptr args, i64 nshares, i64 nthreads)
+
+is the same for a job that also wants to know which thread runs a share:
+`job(args, share, nshares, slot)` with slot in [0, nthreads) - 0 on the caller, the worker's
+index on a worker - and no two shares running at the same time have the same slot. A job keeps
+per-thread scratch (the GEMM's packing buffers) indexed by slot, so any thread can take any
+share and the job can have many more shares than threads.
+
 Why a pool: starting and joining pthreads for every kernel call costs 20-40 us, and on a VM the
 new thread often lands on an idle vCPU that takes 100+ us to wake up; a 2 MB kernel split over
 two fresh threads then ran 2x slower than on one (measured: tanh of 512K floats, 163 us on one
@@ -56,6 +64,7 @@ log = logging.getLogger("xlc.codegen")
 
 POOL_RUN = "xlc_pool_run"
 POOL_RUN_SHARES = "xlc_pool_run_shares"
+POOL_RUN_SLOTS = "xlc_pool_run_slots"
 MAX_WORKERS = 63
 MAX_SHARES = 0xFFFF
 """Shares of one job at most (the count is packed in 16 bits of the claim word)."""
@@ -76,6 +85,10 @@ JOB_TYPE = ir.FunctionType(lu.VOID, [lu.PTR, lu.I64, lu.I64])
 JOB_PTR = ir.PointerType(JOB_TYPE)  # prints as `ptr`; llvmlite needs the pointee to call it
 RUN_TYPE = ir.FunctionType(lu.VOID, [JOB_PTR, lu.PTR, lu.I64])
 RUN_SHARES_TYPE = ir.FunctionType(lu.VOID, [JOB_PTR, lu.PTR, lu.I64, lu.I64])
+SLOT_JOB_TYPE = ir.FunctionType(lu.VOID, [lu.PTR, lu.I64, lu.I64, lu.I64])
+"""`void job(ptr args, i64 share, i64 nshares, i64 slot)` (see `xlc_pool_run_slots`)."""
+SLOT_JOB_PTR = ir.PointerType(SLOT_JOB_TYPE)
+RUN_SLOTS_TYPE = ir.FunctionType(lu.VOID, [SLOT_JOB_PTR, lu.PTR, lu.I64, lu.I64])
 
 
 def declare_pool_run(module: ir.Module) -> ir.Function:
@@ -83,6 +96,12 @@ def declare_pool_run(module: ir.Module) -> ir.Function:
     fn = module.globals.get(POOL_RUN_SHARES)
     return fn if fn is not None else ir.Function(module, RUN_SHARES_TYPE,
                                                   name=POOL_RUN_SHARES)
+
+
+def declare_pool_run_slots(module: ir.Module) -> ir.Function:
+    """`xlc_pool_run_slots` declared in `module` (once)."""
+    fn = module.globals.get(POOL_RUN_SLOTS)
+    return fn if fn is not None else ir.Function(module, RUN_SLOTS_TYPE, name=POOL_RUN_SLOTS)
 
 
 # ---- the pool module ----------------------------------------------------------------------
@@ -118,6 +137,7 @@ class _Pool:
         self.epoch = word("epoch", lu.I32, _i32(0))
         self.job = word("job", lu.PTR, ir.Constant(lu.PTR, None))
         self.args = word("args", lu.PTR, ir.Constant(lu.PTR, None))
+        self.slotted = word("slotted", lu.I32, _i32(0))  # 1: job(args, share, n, slot)
         self.workers = word("workers", lu.I64, _i64(0))
         self.pid = word("pid", lu.I32, _i32(0))
         decl = self._declare
@@ -134,6 +154,8 @@ class _Pool:
         self.take_shares = self._take_shares()
         self.worker = self._worker()
         self.run = self._run()
+        self._run_entry(POOL_RUN_SHARES, RUN_SHARES_TYPE, 0)
+        self._run_entry(POOL_RUN_SLOTS, RUN_SLOTS_TYPE, 1)
         self._run_compat()
 
     def _declare(self, name: str, ty: ir.FunctionType) -> ir.Function:
@@ -211,16 +233,28 @@ class _Pool:
         b.ret(b.load(last))
         return fn
 
+    def _call_job(self, b: ir.IRBuilder, job: ir.Value, args: ir.Value, share: ir.Value,
+                  n: ir.Value, slot: ir.Value, slotted: ir.Value) -> None:
+        """Call `job` for `share`: as `job(args, share, n, slot)` when `slotted` (i32) is set,
+        else as `job(args, share, n)`."""
+        with b.if_else(b.icmp_unsigned("!=", slotted, _i32(0))) as (with_slot, without):
+            with with_slot:
+                b.call(b.bitcast(job, SLOT_JOB_PTR), [args, share, n, slot])
+            with without:
+                b.call(b.bitcast(job, JOB_PTR), [args, share, n])
+
     def _take_shares(self) -> ir.Function:
-        """void take_shares(i32 epoch): claim and run shares of job `epoch` until none is left
-        (or another job is current), counting each finished share in `done`.
+        """void take_shares(i32 epoch, i64 slot): claim and run shares of job `epoch` until
+        none is left (or another job is current) on the thread of `slot`, counting each
+        finished share in `done`.
 
         `next` packs (epoch << 32) | (n << 16) | index of the next unclaimed share; a share is
         claimed by one compare-exchange that also checks the epoch, so a thread that wakes up
         late can never claim a share of a job that has ended. `job` and `args` are read only
         after a claim succeeded: the job cannot end (and they cannot change) before that
         share is counted."""
-        fn, b = self._function("xlc_pool.take_shares", ir.FunctionType(lu.VOID, [lu.I32]))
+        fn, b = self._function("xlc_pool.take_shares",
+                               ir.FunctionType(lu.VOID, [lu.I32, lu.I64]))
         epoch = b.zext(fn.args[0], lu.I64)
         claim = fn.append_basic_block("claim")
         check = fn.append_basic_block("check")
@@ -239,8 +273,8 @@ class _Pool:
         pair = b.cmpxchg(self.next, v, b.add(v, _i64(1)), "seq_cst", "seq_cst")
         b.cbranch(b.extract_value(pair, 1), run, claim)
         b.position_at_end(run)
-        job = b.load(self.job, typ=JOB_PTR)
-        b.call(job, [b.load(self.args, typ=lu.PTR), index, n])
+        self._call_job(b, b.load(self.job, typ=JOB_PTR), b.load(self.args, typ=lu.PTR), index,
+                       n, fn.args[1], b.load(self.slotted, typ=lu.I32))
         before = b.atomic_rmw("add", self.done, _i32(1), "seq_cst")
         last = b.icmp_unsigned("==", b.zext(b.add(before, _i32(1)), lu.I64), n)
         with b.if_then(last):
@@ -280,16 +314,17 @@ class _Pool:
         b.branch(top)
         b.position_at_end(work)
         b.store(g, seen)
-        b.call(self.take_shares, [g])  # the mailbox holds the epoch of the job to help with
+        # the mailbox holds the epoch of the job to help with; the worker's slot is its tid
+        b.call(self.take_shares, [g, tid])
         b.branch(top)
         return fn
 
     def _run(self) -> ir.Function:
-        """void xlc_pool_run_shares(ptr job, ptr args, i64 nshares, i64 nthreads) (see the
-        module docstring)."""
-        fn = ir.Function(self.m, RUN_SHARES_TYPE, name=POOL_RUN_SHARES)
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        job, args, n, nthreads = fn.args
+        """void run(ptr job, ptr args, i64 nshares, i64 nthreads, i32 slotted): the body of
+        `xlc_pool_run_shares` (slotted = 0) and `xlc_pool_run_slots` (slotted = 1)."""
+        fn, b = self._function("xlc_pool.run", ir.FunctionType(
+            lu.VOID, [JOB_PTR, lu.PTR, lu.I64, lu.I64, lu.I32]))
+        job, args, n, nthreads, slotted = fn.args
         n = b.select(b.icmp_signed("<", n, _i64(1)), _i64(1), n)
         n = b.select(b.icmp_signed(">", n, _i64(MAX_SHARES)), _i64(MAX_SHARES), n)
         nthreads = b.select(b.icmp_signed(">", nthreads, n), n, nthreads)
@@ -303,7 +338,7 @@ class _Pool:
         # One thread, or the pool is busy: every share on this thread, in order.
         b.position_at_end(alone)
         with lu.for_range(b, n, name="inline") as t:
-            b.call(job, [args, t, n])
+            self._call_job(b, job, args, t, n, _i64(0), slotted)
         b.ret_void()
         # Start the workers that are missing (or all of them in a forked child).
         b.position_at_end(pooled)
@@ -341,6 +376,7 @@ class _Pool:
         workers = b.select(b.icmp_signed("<", have, want), have, want)
         b.store(job, self.job)
         b.store(args, self.args)
+        b.store(slotted, self.slotted)
         b.store_atomic(_i32(0), self.done, "seq_cst", 4)
         epoch = b.add(b.load(self.epoch, typ=lu.I32), _i32(1))
         epoch = b.select(b.icmp_unsigned("==", epoch, _i32(0)), _i32(1), epoch)
@@ -353,8 +389,8 @@ class _Pool:
             asleep = b.load_atomic(self._mail(b, t, 1), "seq_cst", 4, typ=lu.I32)
             with b.if_then(b.icmp_unsigned("!=", asleep, _i32(0))):
                 b.call(self.wake, [gen, _i32(0)])
-        # Run shares here too, then wait for the shares still running on workers.
-        b.call(self.take_shares, [epoch])
+        # Run shares here too (slot 0), then wait for the shares still running on workers.
+        b.call(self.take_shares, [epoch, _i64(0)])
         n32 = b.trunc(n, lu.I32)
         waiting = b.append_basic_block("waiting")
         sleeping = b.append_basic_block("sleeping")
@@ -376,13 +412,22 @@ class _Pool:
         b.ret_void()
         return fn
 
+    def _run_entry(self, name: str, ty: ir.FunctionType, slotted: int) -> ir.Function:
+        """The exported entry `name` of type `ty`: `run` with `slotted` fixed."""
+        fn = ir.Function(self.m, ty, name=name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        job, args, n, nthreads = fn.args
+        b.call(self.run, [b.bitcast(job, JOB_PTR), args, n, nthreads, _i32(slotted)])
+        b.ret_void()
+        return fn
+
     def _run_compat(self) -> ir.Function:
         """void xlc_pool_run(ptr job, ptr args, i64 n): n shares on up to n threads (the entry
         point of code compiled before `xlc_pool_run_shares`; cached objects still call it)."""
         fn = ir.Function(self.m, RUN_TYPE, name=POOL_RUN)
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         job, args, n = fn.args
-        b.call(self.run, [job, args, n, n])
+        b.call(self.run, [job, args, n, n, _i32(0)])
         b.ret_void()
         return fn
 
