@@ -89,8 +89,12 @@ def _emit_roots(k: Kernel, gen: LeafEmitter, inst: HloInstruction,
         return
     with loop_over(k.b, first, outer=k.outer) as idx:
         gen.clear_cache()
-        for r, (o, sidx) in zip(roots, outs):
-            k.write(o, idx, gen.generate(r, idx), sidx)
+        # Every output's element is computed before any is stored: an output may share its
+        # buffer with an operand (`alias_rules._share_fusion`) that another output still reads
+        # at this index.
+        values = [gen.generate(r, idx) for r in roots]
+        for v, (o, sidx) in zip(values, outs):
+            k.write(o, idx, v, sidx)
     k.finish()
 
 

@@ -58,6 +58,15 @@ def _call_reducer(em: CpuEmitter, b: ir.IRBuilder, red: HloInstruction,
     return [b.extract_value(res, k) for k in range(len(accs))]
 
 
+def write_all(k: Kernel, out: HloInstruction, full: list[ir.Value],
+              values: list[tuple[ir.Value, ShapeIndex]]) -> None:
+    """Store element `full` of several outputs of `out`, given as (value, shape index) pairs
+    whose values were all generated before this call: an elementwise output may share its
+    buffer with an operand that another output reads at this index (`alias_rules`)."""
+    for v, sidx in values:
+        k.write(out, full, v, sidx)
+
+
 def _merge(a: list, c: list) -> list:
     return [x if x is not None else y for x, y in zip(a, c)]
 
@@ -126,8 +135,8 @@ def _row(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction, heroe
         if plan is not None:  # long float sums: blocks summed pairwise
 
             def each(full: list[ir.Value]) -> None:
-                for inst, sidx in loops:
-                    k.write(out, full, gen.generate(inst, full), sidx)
+                write_all(k, out, full,
+                          [(gen.generate(inst, full), sidx) for inst, sidx in loops])
 
             emit_blocked_sums(em, k, gen, heroes, kidx, slots, plan, each)
         else:
@@ -154,8 +163,7 @@ def _row_loop(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
             accs = [b.load(s) for s in ss]
             for s, v in zip(ss, _call_reducer(em, b, red, accs, xs)):
                 b.store(v, s)
-        for inst, sidx in loops:
-            k.write(out, full, gen.generate(inst, full), sidx)
+        write_all(k, out, full, [(gen.generate(inst, full), sidx) for inst, sidx in loops])
 
 
 def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
@@ -168,8 +176,7 @@ def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
     if plan is not None:  # long float sums: blocks of rows summed pairwise
 
         def each(full: list[ir.Value]) -> None:
-            for inst, sidx in loops:
-                k.write(out, full, gen.generate(inst, full), sidx)
+            write_all(k, out, full, [(gen.generate(inst, full), sidx) for inst, sidx in loops])
 
         emit_blocked_columns(em, k, gen, out, heroes, kept, plan, each)
         return
@@ -188,8 +195,7 @@ def _column(em: CpuEmitter, k: Kernel, gen: LeafEmitter, out: HloInstruction,
             accs = [k.read(out, oidx, sidx) for sidx in sidxs]
             for sidx, v in zip(sidxs, _call_reducer(em, b, red, accs, xs)):
                 k.write(out, oidx, v, sidx)
-        for inst, sidx in loops:
-            k.write(out, full, gen.generate(inst, full), sidx)
+        write_all(k, out, full, [(gen.generate(inst, full), sidx) for inst, sidx in loops])
 
 
 def emit_reduce(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:

@@ -174,8 +174,10 @@ def emit_row_fusion(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         with loop_over(k.b, space, "c", dims=rdims) as ridx:
             full = _merge(kidx, ridx)
             gen.clear_cache()
-            for r, (o, sidx) in zip(roots, outs):
-                k.write(o, full, gen.generate(r, full), sidx)
+            # all outputs' elements first: an output may share an operand's buffer
+            values = [gen.generate(r, full) for r in roots]
+            for v, (o, sidx) in zip(values, outs):
+                k.write(o, full, v, sidx)
         gen.clear_cache()
         if shared is not None:
             del gen.leaves[shared.uid]

@@ -258,6 +258,8 @@ def _share_fusion(operand: HloInstruction, user: HloInstruction, slots: list[int
         if _reads_only_its_row(fused.parameter(slots[0]), out):
             return True
     if kind in ("kLoop", "kInput"):
+        # Emitter contract: for each index, every output's element is computed before any is
+        # stored (an output may take the buffer of an operand another output reads).
         return all(_transitive_uses_elementwise(fused.parameter(k)) for k in slots)
     if kind == "kOutput":
         root = fused.root
