@@ -11,6 +11,7 @@ import llvmlite.binding as llvm
 from xlc.backend_cpu.dedupe import dedupe_functions
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
+from xlc.backend_cpu.gemm_workspace import GemmWorkspace
 from xlc.backend_cpu.registry import EMITTERS
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.parallel import host_threads
@@ -21,6 +22,7 @@ from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
 from xlc.passes.buffer_assignment import BufferAssignment
 from xlc.passes.conv_to_dot import ConvToDot
+from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 
@@ -34,11 +36,18 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     """The CPU HLO pipeline: the standard list (simplification, transpose folding, loop/input
     and multi-output fusion, row fusion, cleanup, copy insertion, memory scheduling), with
     row fusion (`emit_row_fusion`) and gather fusion (the elemental gather rule) on."""
+    standard = standard_passes(options, row_fusion=True, fuse_gather=True)
+    at = next(i for i, p in enumerate(standard) if p.name == CopyInsertion.name)
     return [
         # Convolutions as patches @ kernel (im2col) on the packed GEMM; first, so that the
         # transposes/slices it creates are simplified and fused like any others.
         ConvToDot(),
-        *standard_passes(options, row_fusion=True, fuse_gather=True),
+        *standard[:at],
+        # Dots on the packed GEMM become custom-calls with a workspace output, so the GEMM's
+        # packing scratch is a buffer of the assignment; after fusion (dots are never fused
+        # producers), before copy insertion and scheduling see the final instructions.
+        GemmWorkspace(host_threads(options.threads)),
+        *standard[at:],
     ]
 
 

@@ -8,7 +8,11 @@ Output dims are [batch..., lhs free..., rhs free...] (XLA's DotGeneral). Two loo
   once; so do f32/f64 matrix-vector products, whose k loop vectorises as a `reassoc`
   reduction;
 * large f32/f64 matmuls (contiguous rhs/out rows) use the register-blocked, B-packing,
-  threaded kernel of `emit_matmul`.
+  threaded kernel of `emit_matmul`;
+* the other f32/f64 dots of at least GEMM_MIN_FLOPS run on the packed GEMM: the
+  `gemm-workspace` pass (`gemm_workspace.py`) turns them into `__xlc$gemm` custom-calls with
+  a workspace output before buffer assignment (`packed_gemm_plan` decides which), so no dot
+  reaching `emit_dot` needs scratch memory.
 Complex dots are unsupported (UnsupportedOpError). A packed AVX-512 microkernel is future work.
 """
 from __future__ import annotations
@@ -17,7 +21,6 @@ import logging
 
 from llvmlite import ir
 
-from xlc.backend_cpu.emit_gemm import emit_gemm_dot
 from xlc.backend_cpu.emit_loops import operand_buffers
 from xlc.backend_cpu.emit_matmul import emit_matmul, matmul_applicable
 from xlc.backend_cpu.emitter import (
@@ -30,7 +33,7 @@ from xlc.backend_cpu.emitter import (
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.gemm_dot import gemm_plan_for_dot
+from xlc.codegen.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -207,6 +210,24 @@ def _register_accumulate(k: Kernel, inst: HloInstruction, plan: _DotPlan,
         lu.store_element(b, res, k.ptr(inst), plan.out_off(b, bi, mi, ni), out_pt)
 
 
+def packed_gemm_plan(inst: HloInstruction, threads: int) -> DotGemm | None:
+    """The packed-GEMM plan the CPU runs dot `inst` with on `threads` threads, or None where
+    another kernel is better or applies (16-bit and integer results, the register-blocked
+    `emit_matmul` kernel's shapes, matrix-vector products, fewer than GEMM_MIN_FLOPS, dims
+    that do not merge). Decided before buffer assignment by the `gemm-workspace` pass, so the
+    GEMM's packing scratch is a buffer of the assignment."""
+    if not USE_CODEGEN_GEMM or inst.shape.element_type not in (PrimitiveType.F32,
+                                                                PrimitiveType.F64):
+        return None
+    if any(op.shape.element_type is not inst.shape.element_type for op in inst.operands):
+        return None
+    plan = _DotPlan(inst)
+    if matmul_applicable(inst, plan, threads) or _prod(plan.nsizes) <= 1 or \
+            _flops(plan) < GEMM_MIN_FLOPS:
+        return None
+    return gemm_plan_for_dot(inst)
+
+
 def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A dot as a loop nest (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)
@@ -221,9 +242,6 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         _register_accumulate(k, inst, plan, out_pt)
     elif matmul_applicable(inst, plan, em.threads) and not overlaps_an_operand(em, inst):
         emit_matmul(k, inst, plan, em.threads)
-    elif USE_CODEGEN_GEMM and not overlaps_an_operand(em, inst) and _prod(plan.nsizes) > 1 and \
-            _flops(plan) >= GEMM_MIN_FLOPS and (gp := gemm_plan_for_dot(inst)) is not None:
-        emit_gemm_dot(em, k, inst, gp)
     elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and _prod(plan.nsizes) == 1:
         # matrix-vector / dot product: a reduction along k per output element
         _register_accumulate(k, inst, plan, out_pt, reassoc=True)

@@ -4,10 +4,14 @@ several per thread, that any thread of the pool takes; packing scratch is per th
 
 Used for f32/f64 dots whose contracting dims merge into one (`gemm_plan_for_dot`): batch and
 free dims that merge become the GEMM's batch/m/n dims, the others loops around its call; any
-strides and layouts (transposed operands need no copy). The generator's packing
-scratch (`scratch_bytes`, per call) is malloc'ed and freed inside the kernel: after the first
-call glibc serves it from the heap, so it costs ~1 us and no page faults - and it is not a
-buffer of the BufferAssignment (no other instruction ever sees it).
+strides and layouts (transposed operands need no copy).
+
+Such dots reach the emitter as `__xlc$gemm` custom-calls made by the `gemm-workspace` pass
+(`gemm_workspace.py`, before buffer assignment): output {0} is the dot's result, output {1} a
+u8 workspace of `scratch_bytes(spec, threads)` bytes - the GEMM's packing buffers, one set per
+thread slot plus B packed once where the shares split m. The buffer assignment places the
+workspace like any temp (live only during the call), so `memory_stats()` counts it and a call
+allocates nothing.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import logging
 
 from llvmlite import ir
 
-from xlc.backend_cpu.emitter import CpuEmitter, Kernel, i64
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, i64
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.gemm import (
     emit_gemm,
@@ -24,32 +28,49 @@ from xlc.codegen.gemm import (
     recommended_threads,
     scratch_bytes,
 )
-from xlc.codegen.gemm_dot import DotGemm
+from xlc.codegen.gemm_dot import DotGemm, gemm_plan_for_dot
+from xlc.errors import LoweringError
+from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloInstruction
 
 log = logging.getLogger("xlc.backend_cpu")
 
-def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, plan: DotGemm) -> None:
-    """The dot `inst` as the GEMM calls of `plan` (`xlc.codegen.gemm_dot.gemm_plan_for_dot`)
-    into kernel `k` (which holds inst and its two operands): `plan.loops` become loops around
-    the call, offsetting the three pointers."""
+def emit_gemm_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
+    """A `__xlc$gemm` custom-call (see the module docstring): the dot it stands for as the GEMM
+    calls of its plan, packing into the workspace output {1}."""
+    dot = gemm_call_dot(inst)
+    plan = gemm_plan_for_dot(dot)
+    if plan is None:
+        raise LoweringError(f"CPU backend: {inst.name} is a '{GEMM_TARGET}' custom-call whose "
+                            "dot is no packed GEMM")
+    lhs, rhs = inst.operands
+    k = em.kernel(ctx, inst.name, [(inst, (0,)), (inst, (1,)), (lhs, ()), (rhs, ())])
+    emit_gemm_dot(em, k, inst.name, plan, [k.ptr(lhs), k.ptr(rhs), k.ptr(inst, (0,))],
+                  k.ptr(inst, (1,)), inst.shape.tuple_shapes[1].dims[0])  # type: ignore[index]
+    k.finish()
+
+
+def emit_gemm_dot(em: CpuEmitter, k: Kernel, label: str, plan: DotGemm,
+                  bases: list[ir.Value], scratch: ir.Value, scratch_size: int) -> None:
+    """The GEMM calls of `plan` (`xlc.codegen.gemm_dot.gemm_plan_for_dot`) into kernel `k`,
+    on the lhs, rhs and output addresses `bases`, packing into `scratch` (`scratch_size`
+    bytes, at least `scratch_bytes(spec, threads)`): `plan.loops` become loops around the
+    call, offsetting the three pointers."""
     spec = plan.spec
     module = em.llmod
-    name = module.get_unique_name(f"{em.entry_name}.gemm.{inst.name}")
+    name = module.get_unique_name(f"{em.entry_name}.gemm.{label}")
     emit_gemm(module, name, spec)
     gemm_fn = module.globals[name]
     gemm_fn.linkage = "internal"
     if (pack_fn := module.globals.get(f"{name}.pack")) is not None:
         pack_fn.linkage = "internal"
     nthreads = recommended_threads(spec, em.threads)
+    if scratch_bytes(spec, nthreads) > scratch_size:
+        raise LoweringError(f"CPU backend: the workspace of {label} holds {scratch_size} "
+                            f"bytes, its GEMM needs {scratch_bytes(spec, nthreads)} on "
+                            f"{nthreads} threads (compiled for other thread counts?)")
     b = k.b
-    lhs, rhs = inst.operands
     ety = lu.value_type(spec.dtype)
-    bases = [k.ptr(lhs), k.ptr(rhs), k.ptr(inst)]
-    nbytes = scratch_bytes(spec, nthreads)
-    malloc = _declare(module, "malloc", ir.FunctionType(lu.PTR, [lu.I64]))
-    free = _declare(module, "free", ir.FunctionType(lu.VOID, [lu.PTR]))
-    scratch = b.call(malloc, [i64(nbytes)]) if nbytes else ir.Constant(lu.PTR, None)
     entry = None
     if nthreads > 1:
         entry = emit_gemm_entry(module, f"{name}.mt", name, spec)
@@ -63,10 +84,3 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, inst: HloInstruction, plan: DotGemm
             b.call(entry, args + [scratch, i64(gemm_shares(spec, nthreads)), i64(nthreads)])
         else:
             b.call(gemm_fn, args + [scratch, i64(0), i64(1), i64(0)])
-    if nbytes:
-        b.call(free, [scratch])
-
-
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, fnty, name=name)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from xlc.backend_cpu.emit_gemm import emit_gemm_call
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
 from xlc.backend_cpu.emit_radix_sort import emit_radix_sort, sort_key
 from xlc.backend_cpu.emit_topk import emit_topk
@@ -33,6 +34,7 @@ from xlc.backend_cpu.emitter import (
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
 from xlc.errors import UnsupportedOpError
+from xlc.hlo.gemm_call import GEMM_TARGET
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType
 
@@ -260,8 +262,9 @@ def _smin_v(b: ir.IRBuilder, v: ir.Value, hi: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", v, hi), v, hi)
 
 
-CUSTOM_CALL_TARGETS = {"TopK": emit_topk}
-"""custom-call targets the CPU backend implements (XLA CPU's TopK: k largest, s32 indices)."""
+CUSTOM_CALL_TARGETS = {"TopK": emit_topk, GEMM_TARGET: emit_gemm_call}
+"""custom-call targets the CPU backend implements: XLA CPU's TopK (k largest, s32 indices) and
+xlc's own `__xlc$gemm` (a dot on the packed GEMM with its workspace, `gemm_workspace.py`)."""
 
 
 def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:

@@ -15,7 +15,7 @@ The key holds
   of their canonical text (recursively): opcodes, shapes with layouts, attributes, constants
   and operand wiring;
 * each external operand's opcode and shape;
-* per buffer position (unit instruction or external operand, shape index) its slices as
+* per array position (unit instruction or external operand, shape index) its slices as
   (cluster, offset in the cluster, size). A cluster is a set of slices of one allocation
   connected by overlap; its base is its lowest offset rounded down to 64 bytes, and each
   cluster is one entry of the local table (the real address of that base).
@@ -186,7 +186,13 @@ class UnitBuffers:
 
 def _positions(unit: list[HloInstruction], externals: list[HloInstruction]
                ) -> list[tuple[HloInstruction, ShapeIndex]]:
-    return [(inst, index) for inst in unit + externals for index in shape_indices(inst.shape)]
+    """The array positions of the unit's instructions and external operands. Tuple index
+    tables are left out: no CPU emitter reads or writes them (every buffer is resolved
+    statically), and their offsets would tell otherwise equal units apart (a custom-call's
+    table, 16 bytes somewhere in the temp block). An emitter asking for one would get a
+    LoweringError from `UnitBuffers.map`, never a wrong address."""
+    return [(inst, index) for inst in unit + externals for index in shape_indices(inst.shape)
+            if not (inst.shape.subshape(index) if index else inst.shape).is_tuple]
 
 
 def finish_units(em: CpuEmitter) -> None:

@@ -26,6 +26,7 @@ from xlc.hlo.evaluator_elementwise import ELEMENTWISE_HANDLERS, cast
 from xlc.hlo.evaluator_indexing import INDEXING_HANDLERS, topk_arrays
 from xlc.hlo.evaluator_ops import DATA_HANDLERS
 from xlc.hlo.evaluator_rng import rng_bit_generator_handler
+from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
@@ -261,6 +262,10 @@ def _custom_call(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value
         # XLA CPU's TopK: (values, s32 indices) of the k largest along the last dim.
         values_shape = inst.shape.subshape((0,)) if inst.shape.is_tuple else inst.shape
         return topk_arrays(np.asarray(ops[0]), values_shape.dims[-1], True)
+    if target == GEMM_TARGET:  # xlc's dot with a workspace output (xlc/hlo/gemm_call.py)
+        workspace = inst.shape.tuple_shapes[1]  # type: ignore[index]
+        return (DATA_HANDLERS[Opcode.DOT](ev, gemm_call_dot(inst), ops),
+                np.zeros(workspace.dims, np.uint8))
     raise UnsupportedOpError(f"custom-call '{inst.name}': unknown custom_call_target "
                              f"{target!r}; the evaluator cannot run it")
 

@@ -1,0 +1,106 @@
+"""gemm-workspace: dots on the packed GEMM take their packing scratch from the buffer
+assignment (a u8 workspace output of a `__xlc$gemm` custom-call), not from malloc per call."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xlc
+from tests.backend_cpu.helpers import check, rand
+from tests.passes.filecheck import assert_same_numerics, filecheck, printed, run_passes
+from xlc.backend_cpu.gemm_workspace import GemmWorkspace
+from xlc.codegen.gemm import GemmSpec, recommended_threads, scratch_bytes
+from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
+from xlc.hlo.parser import parse_module
+
+DOT = """HloModule gemm
+ENTRY e {
+  a = f32[300,200] parameter(0)
+  b = f32[250,200] parameter(1)
+  ROOT d = f32[300,250] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1},
+                                   metadata={op_name="mm"}
+}
+"""
+
+TWO = """HloModule two
+ENTRY e {
+  a = f32[2,130,90] parameter(0)
+  b = f32[2,90,70] parameter(1)
+  c = f32[70,110] parameter(2)
+  d = f32[2,130,70] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},
+                               rhs_batch_dims={0}, rhs_contracting_dims={1}
+  e = f32[2,130,70] tanh(d)
+  ROOT f = f32[2,130,110] dot(e, c), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+}
+"""
+
+SMALL = """HloModule small
+ENTRY e {
+  a = f32[8,8] parameter(0)
+  ROOT d = f32[8,8] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def _scratch(m: int, n: int, k: int, threads: int) -> int:
+    spec = GemmSpec(m, n, k, 1, (0, k, 1), (0, 1, k), (0, n, 1))
+    return scratch_bytes(spec, recommended_threads(spec, threads))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_gemm_dot_becomes_a_custom_call_with_its_workspace(threads: int) -> None:
+    before, after, changed = run_passes(DOT, [GemmWorkspace(threads)])
+    assert changed
+    size = _scratch(300, 250, 200, threads)
+    config = ("lhs_batch_dims={};rhs_batch_dims={};lhs_contracting_dims={1};"
+              "rhs_contracting_dims={1}")
+    call = (f"%d.gemm = (f32[300,250]{{1,0}}, u8[{size}]{{0}}) custom-call(%a, %b), "
+            f'custom_call_target="{GEMM_TARGET}", backend_config="{config}", '
+            'metadata={op_name="mm"}')
+    assert call in printed(after), printed(after)
+    filecheck(printed(after), """
+        CHECK: %d.gemm = {{.*}} custom-call(%a, %b)
+        CHECK-NEXT: ROOT %d = f32[300,250]{1,0} get-tuple-element(%d.gemm), index=0
+    """)
+    assert_same_numerics(before, after)  # the evaluator runs the custom-call as the dot
+    dot = gemm_call_dot(after.entry.root.operands[0])
+    assert dict(dot.attrs) == {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (1,)}
+
+
+def test_small_dots_and_text_round_trip() -> None:
+    _, after, changed = run_passes(SMALL, [GemmWorkspace(2)])
+    assert not changed and "custom-call" not in printed(after)
+    _, after, _ = run_passes(DOT, [GemmWorkspace(2)])
+    assert printed(parse_module(printed(after))) == printed(after)
+
+
+def test_workspace_is_a_temp_of_the_assignment_and_no_call_mallocs() -> None:
+    """memory_stats() counts the packing scratch (it said 0 while the kernel malloc'ed
+    megabytes per call), and the generated code calls no allocator."""
+    exe = xlc.compile(DOT, backend="cpu")
+    stats = exe.memory_stats()
+    from xlc.codegen.parallel import host_threads
+
+    threads = host_threads(0)
+    assert stats["temp_bytes"] >= _scratch(300, 250, 200, threads) > 0
+    from xlc.backend_cpu import compile_cpu
+
+    cpu = compile_cpu(parse_module(DOT))
+    assert "@malloc" not in cpu.llvm_ir and "@free" not in cpu.llvm_ir
+    assert "xlc_gemm_f32_shares" in cpu.llvm_ir
+    a, b = rand(300, 200), rand(250, 200, seed=1)
+    np.testing.assert_allclose(exe(a, b), a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+def test_two_gemms_share_workspace_memory_and_match_the_evaluator() -> None:
+    from xlc.backend_cpu import compile_cpu
+
+    cpu = compile_cpu(parse_module(TWO))
+    calls = [i for i in cpu.module.entry.instructions if i.opcode.text == "custom-call"]
+    assert len(calls) == 2
+    ba = cpu.assignment
+    w0, w1 = (ba.slice_of(c, (1,)) for c in calls)
+    assert w0.index == w1.index  # both in the one temp block, never live at once
+    assert cpu.memory_stats()["temp_bytes"] < w0.size + w1.size + 2 * 130 * 70 * 4 + 1024
+    check(TWO, rand(2, 130, 90), rand(2, 90, 70, seed=1), rand(70, 110, seed=2),
+          rtol=1e-4, atol=1e-4)
