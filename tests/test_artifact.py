@@ -16,7 +16,7 @@ import pytest
 
 import xlc
 from tests.conftest import ROOT, corpus_cases, requires_corpus
-from xlc.artifact_manifest import FORMAT_VERSION, HLO_MEMBER, OBJECT_MEMBER
+from xlc.artifact.manifest import FORMAT_VERSION, HLO_MEMBER, OBJECT_MEMBER
 
 CASES = corpus_cases()
 
@@ -215,7 +215,7 @@ def _rewrite(src: Path, dst: Path, manifest_edit=None, members_edit=None,
     """Copy `src` to `dst` editing the manifest (a dict) and/or members; with `reseal` the
     manifest's checksum in the zip comment is recomputed (a consistent forgery, so that the
     later checks are reached), else the original comment is kept."""
-    from xlc.artifact_manifest import seal
+    from xlc.artifact.manifest import seal
 
     with zipfile.ZipFile(src) as z:
         items = {n: z.read(n) for n in z.namelist()}
@@ -320,7 +320,7 @@ def test_tampered_manifest_never_executes(cpu_file: Path, tmp_path: Path, monkey
                        r"checksum; the file was not written by xlc or was modified, refusing "
                        "to load it"):
         xlc.load(str(bad))
-    from xlc.artifact import read_manifest
+    from xlc.artifact.store import read_manifest
 
     with pytest.raises(xlc.ArtifactError, match="unsealed.xlc: manifest.json carries no"):
         read_manifest(str(bad))  # `xlc inspect` checks it too
@@ -394,7 +394,7 @@ define void @caller() {
 
 
 def test_manifest_records_target_and_tables(cpu_file: Path):
-    from xlc.artifact import read_manifest
+    from xlc.artifact.store import read_manifest
     from xlc.backend_cpu.artifact_io import host_target
 
     m = read_manifest(str(cpu_file))
@@ -411,7 +411,7 @@ def test_manifest_records_target_and_tables(cpu_file: Path):
 
 # ---- GPU code selection (pure logic; the GPU backend calls it at load) --------------------------
 def _gpu_manifest(cc: int) -> object:
-    from xlc.artifact_manifest import Manifest, Signature, TargetInfo
+    from xlc.artifact.manifest import Manifest, Signature, TargetInfo
 
     return Manifest(xlc_version="0", backend="gpu", module_name="m",
                     target=TargetInfo(gpu_compute_capability=cc),
@@ -420,8 +420,8 @@ def _gpu_manifest(cc: int) -> object:
 
 
 def test_gpu_code_selection_prefers_cubin_and_falls_back_to_ptx():
-    from xlc.artifact import select_gpu_code
-    from xlc.artifact_manifest import CUBIN_MEMBER, PTX_MEMBER
+    from xlc.artifact.manifest import CUBIN_MEMBER, PTX_MEMBER
+    from xlc.artifact.store import select_gpu_code
 
     both = {CUBIN_MEMBER: b"cubin", PTX_MEMBER: b"ptx"}
     m = _gpu_manifest(80)
@@ -436,7 +436,7 @@ def test_gpu_code_selection_prefers_cubin_and_falls_back_to_ptx():
 
 
 def test_stored_assignment_answers_slice_queries_like_the_real_one(tmp_path: Path):
-    from xlc.artifact import load_bytes
+    from xlc.api import load_bytes
 
     compiled = xlc.compile(SMALL_HLO)
     path = tmp_path / "s.xlc"
@@ -453,7 +453,8 @@ def test_stored_assignment_answers_slice_queries_like_the_real_one(tmp_path: Pat
 def test_pictures_use_the_stored_buffer_assignment(tmp_path: Path):
     """`xlc viz` of an .xlc recomputes the assignment from the stored schedule and uses it only
     when it reproduces the stored allocation table."""
-    from xlc.artifact import Archive, read_archive_file, rebuild_assignment
+    from xlc.artifact.archive import Archive, read_archive_file
+    from xlc.artifact.store import rebuild_assignment
     from xlc.hlo.parser import parse_module
 
     compiled = xlc.compile(SMALL_HLO, backend="cpu")

@@ -11,7 +11,7 @@ import pytest
 
 import xlc
 from tests.test_artifact import SMALL_HLO
-from xlc.artifact_manifest import HLO_MEMBER
+from xlc.artifact.manifest import HLO_MEMBER
 
 
 # ---- zip bombs: sizes are checked before anything is decompressed ---------------------------
@@ -23,7 +23,7 @@ def _forge(dst: Path, payload: bytes, manifest_size: int | None = None,
     import hashlib
     import struct
 
-    from xlc.artifact_manifest import seal
+    from xlc.artifact.manifest import seal
 
     src = dst.with_suffix(".src.xlc")
     xlc.compile(SMALL_HLO, backend="interpreter").serialize(str(src))
@@ -72,7 +72,7 @@ def test_a_zip_bomb_is_refused_before_decompression(tmp_path: Path, monkeypatch)
 
 
 def test_declared_sizes_over_the_default_limit_and_lies_are_refused(tmp_path: Path, capsys):
-    from xlc.artifact_archive import MAX_ARCHIVE_BYTES
+    from xlc.artifact.archive import MAX_ARCHIVE_BYTES
     from xlc.cli import main
 
     # 3 GiB declared in the manifest and in the zip directory: `xlc inspect` refuses unread

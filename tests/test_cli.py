@@ -389,7 +389,7 @@ def test_viz_of_an_xlc_shows_the_stored_assignment(tmp_path: Path):
     assert r.returncode == 0, r.stderr
     dot = (tmp_path / "sm.dot").read_text()
     # every slice drawn is one the stored buffer assignment lists
-    from xlc.artifact import read_manifest
+    from xlc.artifact.store import read_manifest
 
     allocs = {a.index: a.kind for a in read_manifest(str(art)).allocations}
     import re

@@ -3,6 +3,7 @@ shapes, deep nesting, bad inputs, internal errors), and output files written at 
 named path, atomically, through symlinks and devices, exiting 1 on any failed write."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def test_a_huge_shape_is_one_line_out_of_memory(tmp_path: Path):
 
 def test_call_chains_1000_deep_run_and_deeper_ones_are_one_line(tmp_path: Path, capsys,
                                                                  monkeypatch):
-    from xlc import cli
+    cli = importlib.import_module("xlc.cli.main")
     from xlc.hlo.evaluator import evaluate
     from xlc.hlo.parser import parse_module
 
@@ -88,7 +89,7 @@ def test_npy_and_object_array_inputs_are_one_line(tmp_path: Path):
 
 
 def test_internal_errors_are_one_line_unless_debug(tmp_path: Path, capsys, monkeypatch):
-    from xlc import cli
+    cli = importlib.import_module("xlc.cli.main")
 
     def broken(args: object) -> int:
         raise KeyError("entry")

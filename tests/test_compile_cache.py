@@ -12,8 +12,8 @@ import pytest
 
 import xlc
 from tests.conftest import CORPUS, ROOT, requires_corpus
-from xlc import compile_cache
-from xlc.compile_cache import CompileCache, cache_key, module_fingerprint
+from xlc.artifact import cache as compile_cache
+from xlc.artifact.cache import CompileCache, cache_key, module_fingerprint
 from xlc.hlo.parser import parse_module
 from xlc.options import CompileOptions
 
@@ -77,7 +77,7 @@ def test_key_depends_on_options_backend_and_program():
 
 
 def test_key_depends_on_xlc_version_and_target(monkeypatch):
-    from xlc.artifact_manifest import TargetInfo
+    from xlc.artifact.manifest import TargetInfo
     from xlc.backend_cpu import artifact_io
     from xlc.codegen import parallel
 
@@ -181,7 +181,7 @@ def test_a_swapped_entry_is_a_miss_never_another_program(tmp_path: Path, caplog)
     add_path.write_bytes(sub_bytes)
     sub_path.write_bytes(add_bytes)
     before = _stats()
-    with caplog.at_level("WARNING", logger="xlc.compile_cache"):
+    with caplog.at_level("WARNING", logger="xlc.artifact.cache"):
         c = xlc.compile(program(op="add"), backend="interpreter", options=opts)
     x = np.arange(16, dtype=np.float32)
     np.testing.assert_array_equal(c(x, x), x * x + x)  # the swapped entry gives x * x - x
@@ -209,7 +209,7 @@ WRITER = r"""
 import json, sys, time
 import numpy as np
 import xlc
-from xlc import compile_cache
+from xlc.artifact import cache as compile_cache
 from xlc.options import CompileOptions
 start = float(sys.argv[2])
 while time.time() < start:

@@ -321,7 +321,7 @@ def test_frontend_doc_lists_the_tracer_methods() -> None:
 
 
 def test_cli_doc_has_a_section_per_verb() -> None:
-    from xlc.cli import build_parser
+    from xlc.cli.main import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")

@@ -1,12 +1,11 @@
 """The user-facing staging API: `jit` (trace -> `Lowered` -> `Compiled`), `compile` for HLO text
-or modules, and the backend table (`ShapeDtype` and argument checks: `xlc.frontend.arguments`).
+or modules, `load` for `.xlc` files (`ShapeDtype` and argument checks:
+`xlc.frontend.arguments`).
 
-Backends: `BACKENDS` maps a name to a factory `(module, options) -> Executable`, where an
-Executable has `run(flat_args: list[np.ndarray]) -> list[np.ndarray]` (tuple results flattened
-in order). "interpreter" runs the reference evaluator, "cpu" native code for this machine, and
-"gpu" PTX (plus a cubin when ptxas is on the PATH) run through cuda-python: compiling needs
-neither a GPU nor cuda-python, running raises XlcError("no CUDA device available: ...")
-without them (cuda-python is imported on the first GPU run only).
+Backends are reached only through `xlc.backends.get_backend(name)`: its `compile(module,
+options)` returns an executable with `run(flat_args: list[np.ndarray]) -> list[np.ndarray]`
+(tuple results flattened in order) and `optimized`. Compiling for a GPU needs neither a GPU
+nor cuda-python; running raises XlcError("no CUDA device available: ...") without them.
 
 Calling conventions: a jitted function's `Compiled` takes the *dynamic* arguments only (static
 ones are baked in, as in JAX's AOT API); Python scalars are weakly typed (int -> s32, float ->
@@ -17,12 +16,14 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from xlc.backends import Executable, get_backend
 from xlc.errors import ArgumentError
 from xlc.frontend import pytree
 from xlc.frontend.arguments import (
@@ -42,91 +43,9 @@ log = logging.getLogger("xlc.api")
 
 
 # ---- backends ------------------------------------------------------------------------------------
-class Executable(Protocol):
-    """What a backend factory `(module, options) -> Executable` returns. The factory runs the
-    backend's pass pipeline on the module it is given (it may modify it) and keeps the
-    result in `optimized` (an `xlc.passes.optimize.OptimizedModule`)."""
-
-    optimized: Any
-
-    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]: ...
-
-
-def _flatten_value(value: Any, shape: Shape) -> list[np.ndarray]:
-    if shape.is_tuple:
-        assert shape.tuple_shapes is not None
-        out: list[np.ndarray] = []
-        for v, s in zip(value, shape.tuple_shapes):
-            out += _flatten_value(v, s)
-        return out
-    return [np.asarray(value)]
-
-
-class InterpreterExecutable:
-    """Runs the optimized module (fusions, copies and all) on the numpy reference evaluator,
-    so every pass is exercised end to end against the oracle."""
-
-    def __init__(self, module: HloModule, options: CompileOptions):
-        from xlc.hlo.support import check_runnable
-
-        check_runnable(module, "interpreter backend")  # before the passes
-        self.optimized = optimize_module(module, "interpreter", options)
-        self.module = self.optimized.module
-        self.options = options
-
-    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
-        from xlc.hlo.evaluator import evaluate
-
-        assert self.module.entry is not None and self.module.entry.root is not None
-        args: list[Any] = []  # tuple-shaped parameters arrive as their leaves, in order
-        for p in self.module.entry.parameters:
-            n = sum(1 for _ in p.shape.leaves())
-            leaves, flat_args = flat_args[:n], flat_args[n:]
-            args.append(pytree.unflatten(shape_tree(p.shape), leaves) if p.shape.is_tuple
-                        else leaves[0])
-        result = evaluate(self.module, args)
-        return _flatten_value(result, self.module.entry.root.shape)
-
-
-def _cpu(module: HloModule, options: CompileOptions) -> Executable:
-    from xlc.backend_cpu import compile_cpu
-
-    # `_make_executable` is always handed a private copy: compiling it in place saves a clone
-    return compile_cpu(module, options, clone=False)
-
-
-def _gpu(module: HloModule, options: CompileOptions) -> Executable:
-    from xlc.backend_gpu import compile_gpu
-
-    # assemble a cubin when ptxas is on the PATH: PTX problems surface at compile time, and
-    # the runtime loads it without JIT when the device can run it (else it JITs the PTX)
-    return compile_gpu(module, options, assemble=True)
-
-
-BACKENDS: dict[str, Callable[[HloModule, CompileOptions], Executable]] = {
-    "interpreter": InterpreterExecutable,
-    "cpu": _cpu,
-    "gpu": _gpu,
-}
-
-
 def _make_executable(module: HloModule, backend: str, options: CompileOptions) -> Executable:
-    if backend not in BACKENDS:
-        raise ArgumentError(f"unknown backend '{backend}' (known: {', '.join(sorted(BACKENDS))})")
-    return BACKENDS[backend](module, options)
-
-
-# The HLO pass list of each backend: (module, function(options) -> passes), imported lazily.
-_PIPELINES: dict[str, tuple[str, str]] = {
-    "interpreter": ("xlc.passes.optimize", "interpreter_passes"),
-    "cpu": ("xlc.backend_cpu.compiler", "cpu_passes"),
-    "gpu": ("xlc.backend_gpu.compiler", "gpu_passes"),
-}
-# Backends whose optimization is more than running their pass list and assigning buffers
-# with the default alignment: (module, function(module, options) -> OptimizedModule).
-_OPTIMIZERS: dict[str, tuple[str, str]] = {
-    "gpu": ("xlc.backend_gpu.compiler", "optimize_gpu"),  # 256-byte slices, stream ordering
-}
+    """`backend`'s executable for `module` (a private copy, which the backend may modify)."""
+    return get_backend(backend).compile(module, options)
 
 
 def optimize_module(module: HloModule, backend: str | None = None,
@@ -135,24 +54,12 @@ def optimize_module(module: HloModule, backend: str | None = None,
 
     Returns an `xlc.passes.optimize.OptimizedModule` (`.module`, `.assignment`,
     `.memory_stats()`); `overrides` replace CompileOptions fields (e.g. `dump_to=`)."""
-    import importlib
-
-    from xlc.passes.optimize import optimize_module as run_pipeline
-
     opts = options or default_options()
     if backend is not None:
         opts = opts.replace(backend=backend)
     if overrides:
         opts = opts.replace(**overrides)
-    if opts.backend not in _PIPELINES:
-        raise ArgumentError(f"unknown backend '{opts.backend}' (known: "
-                            f"{', '.join(sorted(_PIPELINES))})")
-    if opts.backend in _OPTIMIZERS:
-        mod_name, fn_name = _OPTIMIZERS[opts.backend]
-        return getattr(importlib.import_module(mod_name), fn_name)(module, opts)
-    mod_name, fn_name = _PIPELINES[opts.backend]
-    passes = getattr(importlib.import_module(mod_name), fn_name)(opts)
-    return run_pipeline(module, opts, passes=passes, name=opts.backend)
+    return get_backend(opts.backend).optimize(module, opts)
 
 
 def _verify(module: HloModule, options: CompileOptions) -> None:
@@ -188,7 +95,7 @@ class Compiled:
         # persistent cache (options.cache_dir) a hit loads the stored executable instead.
         t0 = time.perf_counter()
         if options.cache_dir:
-            from xlc.compile_cache import cached_executable
+            from xlc.artifact.cache import cached_executable
 
             self._exe = cached_executable(module, backend, options, _make_executable)
         else:
@@ -222,11 +129,24 @@ class Compiled:
         return str(self.optimized().assignment.report())
 
     def serialize(self, path: str) -> None:
-        """Write this executable to `path` as an `.xlc` file (see `xlc.artifact`); `xlc.load`
-        reads it back without tracing, passes or LLVM optimization."""
-        from xlc.artifact import write_artifact
+        """Write this executable to `path` as an `.xlc` file (see `xlc.artifact.store`;
+        atomically: temp file then rename); `xlc.load` reads it back without tracing, passes
+        or LLVM optimization. ArtifactError when its backend cannot be serialized."""
+        from xlc.fileio import write_bytes_atomic
 
-        write_artifact(self, path)
+        raw = self.archive_bytes()
+        write_bytes_atomic(path, raw)
+        log.info("wrote %s (%d bytes)", path, len(raw))
+
+    def archive_bytes(self) -> bytes:
+        """The bytes of this executable's `.xlc` file."""
+        from xlc.artifact.store import build_archive, signature_of
+
+        raw = getattr(self, "_artifact_bytes", None)
+        if raw is None:
+            raw = build_archive(self._exe, self.backend, signature_of(self), self.options,
+                                {"compile_s": float(getattr(self, "compile_seconds", 0.0))})
+        return raw
 
     def _label(self, i: int) -> str:
         if i < len(self.arg_names) and self.arg_names[i]:
@@ -291,7 +211,7 @@ class Compiled:
 
     def call_on_device(self, *args: Any, **kwargs: Any) -> Any:
         """Like calling, but the results stay on the GPU: an output pytree of
-        `xlc.DeviceArray` (backend "gpu" only; ArgumentError otherwise). Arguments may be
+        `xlc.DeviceArray` (GPU backend only; ArgumentError otherwise). Arguments may be
         numpy arrays or device arrays."""
         run = getattr(self.executable(), "run_on_device", None)
         if run is None:
@@ -358,9 +278,7 @@ class Jitted:
             self.name = "lambda"
         self.options = options or default_options()
         self.backend = backend or self.options.backend
-        if self.backend not in BACKENDS:
-            raise ArgumentError(f"unknown backend '{self.backend}' (known: "
-                                f"{', '.join(sorted(BACKENDS))})")
+        get_backend(self.backend)  # ArgumentError listing the known names
         try:
             self._signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -559,7 +477,7 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
 def compile(hlo: str | HloModule, backend: str | None = None,  # noqa: A001
             options: CompileOptions | None = None) -> Compiled:
     """Compile HLO text (parsed with `xlc.hlo.parser.parse_module`) or a module for `backend`
-    ("cpu", "gpu" or "interpreter"; default: the options' backend, "cpu" unless XLC_FLAGS says
+    (a name in `xlc.backends`; default: the options' backend, the CPU unless XLC_FLAGS says
     otherwise). The module is verified first (a malformed module is a VerificationError naming
     the instruction, never a wrong answer). The result takes the entry parameters positionally
     and returns an array or (nested) tuple of arrays."""
@@ -580,12 +498,54 @@ def compile(hlo: str | HloModule, backend: str | None = None,  # noqa: A001
     return Compiled(module, opts, backend)
 
 
-def load(path: str, max_bytes: int | None = None) -> Any:
+class LoadedExecutable(Compiled):
+    """A `Compiled` read back from an `.xlc` file: same call signature (pytree, shapes,
+    dtypes, argument checks), `memory_stats()`, `as_text()`, `buffer_assignment_report()`,
+    plus `manifest` and `load_seconds`."""
+
+    def __init__(self, archive: Any, options: CompileOptions | None = None):
+        from xlc.artifact.manifest import spec_to_aval, tree_from_json
+        from xlc.artifact.store import executable_from_archive
+
+        t0 = time.perf_counter()
+        m = archive.manifest
+        exe = executable_from_archive(archive)
+        sig = m.signature
+        self.manifest = m
+        self.module = exe.optimized.module
+        self.options = options or default_options()
+        self.backend = m.backend
+        self.name = sig.name
+        self.in_avals = [spec_to_aval(s) for s in sig.inputs]
+        assert self.module.entry is not None
+        self._param_trees = [shape_tree(p.shape) for p in self.module.entry.parameters]
+        self.in_tree = tree_from_json(sig.in_tree) if sig.in_tree is not None else None
+        self.out_tree = tree_from_json(sig.out_tree)
+        self.arg_names = list(sig.arg_names)
+        self.compile_seconds = float(m.compile_seconds.get("compile_s", 0.0))
+        self._exe = exe
+        self._artifact_bytes = archive.raw
+        self.load_seconds = time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return f"<LoadedExecutable {self.name} on {self.backend}>"
+
+
+def load_bytes(data: bytes, where: str = "<bytes>", max_bytes: int | None = None
+               ) -> LoadedExecutable:
+    """Load an `.xlc` archive from bytes (see `load`)."""
+    from xlc.artifact.archive import MAX_ARCHIVE_BYTES, read_archive
+
+    return LoadedExecutable(read_archive(data, where,
+                                         MAX_ARCHIVE_BYTES if max_bytes is None else max_bytes))
+
+
+def load(path: str | os.PathLike[str], max_bytes: int | None = None) -> LoadedExecutable:
     """Load a serialized executable (`.xlc`, written by `Compiled.serialize`): a callable with
     the original signature, `memory_stats()`, `as_text()` and `.manifest`. Raises
-    ArtifactError for a damaged, tampered or incompatible file before running any code, and
-    before decompressing anything for a file whose members declare more than `max_bytes`
-    (default `xlc.artifact_archive.MAX_ARCHIVE_BYTES`, 2 GiB) uncompressed."""
-    from xlc.artifact import load as load_artifact
+    ArtifactError for a missing, damaged, tampered or incompatible file before running any
+    code, and before decompressing anything for a file whose members declare more than
+    `max_bytes` (default `xlc.artifact.archive.MAX_ARCHIVE_BYTES`, 2 GiB) uncompressed."""
+    from xlc.artifact.archive import file_bytes
 
-    return load_artifact(path) if max_bytes is None else load_artifact(path, max_bytes)
+    return load_bytes(file_bytes(path), str(path), max_bytes)

@@ -22,7 +22,9 @@ class CompileOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Literal["cpu", "gpu", "interpreter"] = "cpu"
+    backend: str = Field("cpu", pattern=r"^[A-Za-z0-9_\-]+$",
+                         description="a backend name in the xlc.backends table (built in or "
+                         "registered); unknown names are refused when used")
     verify: bool = Field(False, description="run the verifier after every changing pass")
     dump_to: str | None = Field(None, description="directory for per-pass dumps")
     dump_pass_re: str | None = Field(None, description="dump after passes matching this regex")

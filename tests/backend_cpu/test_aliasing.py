@@ -11,8 +11,8 @@ import pytest
 import xlc.numpy as xnp
 
 import xlc
-from xlc import cli
 from xlc.backend_cpu.executable import aligned_empty
+from xlc.cli import main as cli_main
 from xlc.hlo.evaluator import evaluate, flatten_result
 from xlc.hlo.parser import parse_module
 
@@ -149,7 +149,7 @@ def test_xlc_run_and_loaded_artifact_with_aliasing(tmp_path: Path, via: str) -> 
         out0, out1 = loaded(donatable(x))
         np.testing.assert_array_equal(out0, np.abs(x))
         np.testing.assert_array_equal(out1, x)
-    assert cli.main(["run", str(path), "--inputs", str(tmp_path / "in.npz"),
+    assert cli_main(["run", str(path), "--inputs", str(tmp_path / "in.npz"),
                      "--output", str(tmp_path / "out.npz")]) == 0
     out = np.load(tmp_path / "out.npz")
     np.testing.assert_array_equal(out["out0"], np.abs(x))

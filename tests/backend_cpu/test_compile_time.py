@@ -143,7 +143,9 @@ def test_cli_compile_shows_progress(tmp_path: object, monkeypatch: pytest.Monkey
     import functools
     from pathlib import Path
 
-    from xlc import cli, cli_commands, compile_stages
+    from xlc import compile_stages
+    from xlc.cli import commands as cli_commands
+    from xlc.cli import main as cli_main
 
     src = Path(str(tmp_path)) / "m.hlo"
     src.write_text(STACKED)
@@ -151,7 +153,7 @@ def test_cli_compile_shows_progress(tmp_path: object, monkeypatch: pytest.Monkey
     # a compile "over 2 s": the bar's delay set to 0
     monkeypatch.setattr(cli_commands, "progress_bar",
                         functools.partial(compile_stages.progress_bar, after_s=0.0))
-    assert cli.main(["compile", str(src), "-o", str(out)]) == 0
+    assert cli_main(["compile", str(src), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "compiling [" in err and "4/4 llvm-codegen" in err, err
     assert out.exists()

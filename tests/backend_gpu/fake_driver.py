@@ -45,7 +45,7 @@ class CUdevice_attribute:  # noqa: N801
 
 
 class FakeDriver:
-    """The driver API subset used by xlc.backend_gpu.runtime, for one executable."""
+    """The driver API subset used by xlc.backend_gpu.cuda and .runtime, for one executable."""
 
     CUresult = CUresult
     CUstream_flags = CUstream_flags

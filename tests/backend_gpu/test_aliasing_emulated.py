@@ -12,7 +12,7 @@ from tests.backend_gpu.fake_driver import FakeDriver
 from tests.backend_gpu.helpers import compile_text
 from tests.hlo_programs import Program
 from tests.hlo_programs_aliasing import hlo_programs_with_aliasing
-from xlc.backend_gpu import runtime
+from xlc.backend_gpu import cuda
 from xlc.hlo.evaluator import evaluate, flatten_result
 from xlc.hlo.parser import parse_module
 
@@ -52,8 +52,8 @@ def test_donated_parameter_through_the_runtime(text: str, streams: int,
     """Through the runtime (fake driver: argument binding of donated blocks, copies, events,
     kernels in the emulator). The reverse gave [63 ... 32 32 33 ... 63] before the fix."""
     exe = compile_text(text, gpu_streams=streams)
-    monkeypatch.setattr(runtime, "_driver", FakeDriver(exe))
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_driver", FakeDriver(exe))
+    monkeypatch.setattr(cuda, "_context", None)
     args = [-np.arange(np.prod(exe.parameters[0].dims), dtype=np.float32)
             .reshape(exe.parameters[0].dims)]
     got = exe.run([a.copy() for a in args])

@@ -25,8 +25,8 @@ import xlc
 from tests.backend_gpu.fake_driver import FakeDriver
 from tests.backend_gpu.helpers import requires_ptxas
 from tests.conftest import CORPUS, requires_corpus
-from xlc.artifact_manifest import CUBIN_MEMBER, PTX_MEMBER
-from xlc.backend_gpu import nvptx, runtime
+from xlc.artifact.manifest import CUBIN_MEMBER, PTX_MEMBER
+from xlc.backend_gpu import cuda, nvptx
 from xlc.backend_gpu.device_array import DeviceArray
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.cli import main
@@ -40,7 +40,7 @@ SOFTMAX = CORPUS / "cases" / "softmax"
 
 def _has_gpu() -> bool:
     try:
-        runtime.primary_context()
+        cuda.primary_context()
     except XlcError:
         return False
     return True
@@ -71,8 +71,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """`fake(exe, cc=80)` installs a FakeDriver running `exe`'s kernels in the emulator."""
     def install(exe: GpuExecutable, cc: int = 80) -> FakeDriver:
         drv = FakeDriver(exe, compute_capability=cc)
-        monkeypatch.setattr(runtime, "_driver", drv)
-        monkeypatch.setattr(runtime, "_context", None)
+        monkeypatch.setattr(cuda, "_driver", drv)
+        monkeypatch.setattr(cuda, "_context", None)
         return drv
     yield install
 
@@ -154,7 +154,7 @@ def test_running_without_a_gpu_is_a_clear_error() -> None:
 
 
 def test_missing_cuda_python_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "_driver", None)
+    monkeypatch.setattr(cuda, "_driver", None)
     for name in ("cuda", "cuda.bindings", "cuda.bindings.driver", "cuda.cuda"):
         monkeypatch.setitem(sys.modules, name, None)  # makes `import` fail
     compiled = xlc.jit(lambda a: a + 1, backend="gpu").lower(np.ones(3, np.float32)).compile()
@@ -170,8 +170,8 @@ def test_missing_driver_library_is_named(monkeypatch: pytest.MonkeyPatch) -> Non
         raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found via '
                            'system search')
     monkeypatch.setattr(drv, "cuInit", no_library)
-    monkeypatch.setattr(runtime, "_driver", drv)
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
     compiled = xlc.jit(lambda a: a + 1, backend="gpu").lower(np.ones(3, np.float32)).compile()
     with pytest.raises(XlcError, match=r"^no CUDA device available: the NVIDIA driver library "
                                        r"could not be loaded \(\"cuda\" is an NVIDIA driver"):
@@ -303,8 +303,10 @@ def test_gpu_artifact_with_constants_and_control_flow(tmp_path: Path, fake: obje
 
 
 def test_a_damaged_gpu_description_is_an_artifact_error(tmp_path: Path) -> None:
-    from xlc.artifact import _zip, build_archive, load_bytes, read_archive, signature_of
-    from xlc.artifact_manifest import MemberInfo
+    from xlc.api import load_bytes
+    from xlc.artifact.archive import read_archive
+    from xlc.artifact.manifest import MemberInfo
+    from xlc.artifact.store import _zip, build_archive, signature_of
     from xlc.backend_gpu.artifact_io import PLAN_MEMBER
 
     compiled = xlc.jit(lambda a: a * 2, backend="gpu").lower(np.ones(4, np.float32)).compile()

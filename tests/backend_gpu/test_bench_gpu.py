@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.backend_gpu.fake_driver import FakeDriver
-from xlc.backend_gpu import compile_gpu, runtime
+from xlc.backend_gpu import compile_gpu, cuda
 from xlc.errors import XlcError
 from xlc.hlo.parser import parse_module
 from xlc.options import CompileOptions
@@ -31,7 +31,7 @@ def _bench() -> ModuleType:
 
 def _has_gpu() -> bool:
     try:
-        runtime.primary_context()
+        cuda.primary_context()
     except XlcError:
         return False
     return True
@@ -60,8 +60,8 @@ def test_every_measurement_runs_through_the_runtime(monkeypatch: pytest.MonkeyPa
                                                     tmp_path: Path) -> None:
     bench = _bench()
     drv = FakeDriver(compute_capability=90)
-    monkeypatch.setattr(runtime, "_driver", drv)
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
 
     def compile_and_register(module: Any, options: CompileOptions, **kw: Any) -> Any:
         exe = compile_gpu(module, options)  # PTX only: the fake tells programs apart by it

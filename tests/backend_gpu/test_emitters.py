@@ -4,21 +4,53 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backend_gpu.helpers import compile_text, requires_ptxas
-from xlc.backend_gpu import (
-    compiler,  # noqa: F401  (registers the emitters)
-    nvptx,
-)
-from xlc.backend_gpu.emitter import EMITTERS, UNSUPPORTED
+from tests.backend_gpu.helpers import compile_text, gpu_options, requires_ptxas
+from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.compiler import run_gpu_passes
+from xlc.backend_gpu.emitter import GpuEmitter
+from xlc.backend_gpu.registry import EMITTERS, FUSION_EMITTERS, UNSUPPORTED
 from xlc.backend_gpu.thunks import KernelThunk
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.parser import parse_module
 
 
 def test_every_opcode_has_a_gpu_emitter_or_a_reason() -> None:
+    """The explicit table of registry.py: every opcode is emitted or unsupported with a
+    reason, never both."""
     missing = [op.text for op in Opcode if op not in EMITTERS and op not in UNSUPPORTED]
     assert missing == []
     assert not set(EMITTERS) & set(UNSUPPORTED)
+    assert all(why.strip() for why in UNSUPPORTED.values())
+    assert all(callable(fn) for fn in EMITTERS.values())
+    assert set(FUSION_EMITTERS) == {"kLoop", "kInput"}
+
+
+def test_importing_the_emit_modules_registers_nothing() -> None:
+    """The table lives in registry.py only: the emitter module has no global table that
+    importing the emit_* modules could fill."""
+    from xlc.backend_gpu import emit_loop, emitter
+
+    assert not hasattr(emitter, "EMITTERS") and not hasattr(emitter, "register")
+    assert not hasattr(emit_loop, "FUSION_EMITTERS")
+
+
+def test_an_opcode_missing_from_the_table_is_named() -> None:
+    """A GpuEmitter given a table without an opcode raises UnsupportedOpError naming it."""
+    module = parse_module("""
+HloModule m
+ENTRY e {
+  a = f32[8] parameter(0)
+  ROOT r = f32[8] cbrt(a)
+}
+""")
+    opt, _ = run_gpu_passes(module, gpu_options())
+    table = {op: fn for op, fn in EMITTERS.items() if op is not Opcode.CBRT}
+    em = GpuEmitter(module, opt.assignment, table, UNSUPPORTED)
+    with pytest.raises(UnsupportedOpError,
+                       match=r"^GPU backend cannot compile 'cbrt' \(r\): "
+                             r"no GPU emitter for 'cbrt'$"):
+        em.emit()
 
 
 def test_unsupported_opcode_names_the_instruction() -> None:

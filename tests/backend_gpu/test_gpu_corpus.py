@@ -13,7 +13,7 @@ from xlc.errors import XlcError
 
 def _gpu_available() -> bool:
     try:
-        from xlc.backend_gpu.runtime import primary_context
+        from xlc.backend_gpu.cuda import primary_context
 
         primary_context()
     except XlcError:
@@ -79,7 +79,7 @@ def test_benchmark_case_on_gpu(name: str) -> None:
 def test_results_can_stay_on_the_device() -> None:
     from corpus import load_case  # type: ignore[import-not-found]
 
-    from xlc.backend_gpu.runtime import to_device
+    from xlc.backend_gpu.cuda import to_device
 
     case = load_case("softmax")
     exe = compiled_case("softmax")

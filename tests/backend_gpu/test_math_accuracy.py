@@ -35,7 +35,7 @@ BINARY = ("pow", "atan2")
 
 def _gpu_available() -> bool:
     try:
-        from xlc.backend_gpu.runtime import primary_context
+        from xlc.backend_gpu.cuda import primary_context
 
         primary_context()
     except XlcError:

@@ -22,7 +22,7 @@ from xlc.hlo.parser import parse_module
 
 def _gpu_available() -> bool:
     try:
-        from xlc.backend_gpu.runtime import primary_context
+        from xlc.backend_gpu.cuda import primary_context
 
         primary_context()
     except XlcError:

@@ -74,3 +74,13 @@ def test_executable_description_is_plain_data() -> None:
     assert d["sm"] == 80 and d["kernels"] == exe.kernel_names
     assert [o["dims"] for o in d["outputs"]] == [[4]]
     assert {a["kind"] for a in d["allocations"]} >= {"parameter", "output"}
+
+
+def test_runtime_reexports_the_driver_bootstrap() -> None:
+    """cuda.py owns the driver bootstrap; runtime.py re-exports its public names for callers
+    that import them from there (tools/bench_gpu.py, older tests)."""
+    from xlc.backend_gpu import cuda
+
+    for name in ("check", "compute_capability", "device_alloc", "device_free", "driver",
+                 "primary_context", "select_image", "to_device"):
+        assert getattr(runtime, name) is getattr(cuda, name), name

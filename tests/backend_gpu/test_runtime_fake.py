@@ -12,7 +12,7 @@ import pytest
 from tests.backend_gpu.fake_driver import FakeDriver
 from tests.backend_gpu.helpers import compile_text, compiled_case
 from tests.conftest import requires_corpus
-from xlc.backend_gpu import runtime
+from xlc.backend_gpu import cuda
 from xlc.backend_gpu.device_array import DeviceArray
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.thunks import WhileThunk
@@ -27,7 +27,7 @@ RNG = np.random.default_rng(3)
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeDriver]]:
     """Install a FakeDriver per executable (created lazily by `use`)."""
     holder: list[FakeDriver] = []
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_context", None)
     yield holder
 
 
@@ -35,8 +35,8 @@ def use(holder: list[FakeDriver], exe: GpuExecutable, monkeypatch: pytest.Monkey
         ) -> FakeDriver:
     drv = FakeDriver(exe)
     holder.append(drv)
-    monkeypatch.setattr(runtime, "_driver", drv)
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
     return drv
 
 
@@ -158,7 +158,7 @@ def test_donated_arguments_and_device_results(fake: list[FakeDriver],
     case = load_case("adam_update")  # has input_output_alias (donated buffers)
     exe = compiled_case("adam_update")
     drv = use(fake, exe, monkeypatch)
-    inputs = [runtime.to_device(a) for a in case.inputs]
+    inputs = [cuda.to_device(a) for a in case.inputs]
     before = [a.to_numpy() for a in inputs]
     outs = exe.run_on_device(inputs)
     assert all(isinstance(o, DeviceArray) for o in outs)
@@ -192,8 +192,8 @@ def test_corpus_case_through_the_runtime(fake: list[FakeDriver],
 def test_no_device_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     drv = FakeDriver()
     monkeypatch.setattr(drv, "cuDeviceGetCount", lambda: (0, 0))
-    monkeypatch.setattr(runtime, "_driver", drv)
-    monkeypatch.setattr(runtime, "_context", None)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
     exe = compile_text("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n"
                        "  ROOT r = f32[4] negate(a)\n}\n")
     with pytest.raises(XlcError, match=r"^no CUDA device available: the driver reports 0 "

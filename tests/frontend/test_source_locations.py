@@ -1,5 +1,5 @@
 """Source locations: HLO metadata and trace errors point at the line of the user's code that
-created the op, also when the traced program lives inside the xlc package (xlc/demo.py)."""
+created the op, also when the traced program lives inside the xlc package (xlc/cli/demo.py)."""
 from __future__ import annotations
 
 import inspect
@@ -13,7 +13,7 @@ import xlc.nn
 import xlc.numpy as xnp
 
 import xlc
-import xlc.demo
+import xlc.cli.demo
 from xlc.frontend.tracer import source_file
 
 XLC_DIR = Path(xlc.__file__).parent
@@ -37,11 +37,11 @@ def _lines_of(fn, *needles: str) -> list[int]:
 
 def test_demo_metadata_points_at_the_demo_model_lines() -> None:
     out = io.StringIO()
-    assert xlc.demo.run_demo(out, backend="interpreter") == 0
+    assert xlc.cli.demo.run_demo(out, backend="interpreter") == 0
     locs = _locations(out.getvalue())
-    hidden, dense, softmax = _lines_of(xlc.demo.run_demo, "h = xnp.maximum(",
+    hidden, dense, softmax = _lines_of(xlc.cli.demo.run_demo, "h = xnp.maximum(",
                                        "logits = h @", "return xlc.nn.softmax(")
-    assert locs and {f for _, f, _ in locs} == {xlc.demo.__file__}
+    assert locs and {f for _, f, _ in locs} == {xlc.cli.demo.__file__}
     assert {line for _, _, line in locs} == {hidden, dense, softmax}
     lines = {op: line for op, _, line in locs}
     assert lines["jit(mlp)/maximum"] == hidden

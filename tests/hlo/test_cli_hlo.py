@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import xlc.demo
+import xlc.cli.demo
 from xlc.cli import main
 
 ILL_TYPED = ("HloModule m\n\nENTRY main {\n  x = f32[4] parameter(0)\n  y = f32[4] parameter(1)\n"
@@ -69,5 +69,5 @@ def test_demo_metadata_names_the_demo_source(capsys: pytest.CaptureFixture[str])
     assert main(["demo", "--backend", "interpreter"]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith("OK")
-    assert f'source_file="{xlc.demo.__file__}"' in out
+    assert f'source_file="{xlc.cli.demo.__file__}"' in out
     assert "bin/xlc" not in out and "cli.py" not in out

@@ -1,7 +1,8 @@
 """The CPU backend: HLO -> LLVM IR (llvmlite) -> host machine code through MCJIT.
 
-`compile_cpu(module, options) -> CpuExecutable` is the factory `xlc.api` registers for
-backend "cpu". See compiler.py (pipeline), emitter.py (module layout), executable.py (runtime).
+`compile_cpu(module, options) -> CpuExecutable` is what `CpuBackend` (backend.py, the
+`xlc.backends.Backend` of this package) compiles with. See compiler.py (pipeline),
+emitter.py (module layout), executable.py (runtime).
 
 The names below are imported on first use, so loading an `.xlc` file (which needs only
 `executable.py` and `artifact_io.py`) does not import the compiler and its emitters.

@@ -17,7 +17,7 @@ import struct
 import threading
 from typing import Any
 
-from xlc.artifact_manifest import OBJECT_MEMBER, Manifest, TargetInfo
+from xlc.artifact.manifest import OBJECT_MEMBER, Manifest, TargetInfo
 from xlc.errors import ArtifactError
 from xlc.hlo.ir import HloModule
 
@@ -44,7 +44,7 @@ def host_target() -> TargetInfo:
 def pack(exe: Any) -> Any:
     """The code members of a CpuExecutable: its host object code (ELF), the object code of
     every run-time library it calls (`code/lib/<name>.o`: thread pool, GEMMs) and the target."""
-    from xlc.artifact import PackedCode
+    from xlc.artifact.store import PackedCode
     from xlc.codegen import runtime_lib
 
     if not hasattr(exe, "object_code") or not hasattr(exe, "entry_name"):

@@ -11,7 +11,7 @@ Members written (besides the generic ones `xlc.artifact` writes):
 * `code/constants.bin` - the constant allocations' bytes, concatenated (offsets in the JSON).
 
 Loading needs no GPU: which image runs (cubin or PTX) is decided on the first call, when the
-device's compute capability is known (`xlc.backend_gpu.runtime.select_image`). Any
+device's compute capability is known (`xlc.backend_gpu.cuda.select_image`). Any
 inconsistency between the members is an ArtifactError naming the file.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import logging
 import re
 from typing import Any
 
-from xlc.artifact_manifest import CUBIN_MEMBER, PTX_MEMBER, Manifest, TargetInfo
+from xlc.artifact.manifest import CUBIN_MEMBER, PTX_MEMBER, Manifest, TargetInfo
 from xlc.errors import ArtifactError
 from xlc.hlo.ir import HloModule
 
@@ -33,7 +33,7 @@ CONSTANTS_MEMBER = "code/constants.bin"
 
 def pack(exe: Any) -> Any:
     """The code members of a GpuExecutable (see the module docstring)."""
-    from xlc.artifact import PackedCode
+    from xlc.artifact.store import PackedCode
     from xlc.backend_gpu.executable import GpuExecutable
 
     if not isinstance(exe, GpuExecutable):
@@ -56,7 +56,7 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
            assignment: Any, where: str) -> Any:
     """A runnable GpuExecutable from checked archive members. `module` is the parsed optimized
     HLO and `assignment` the stored buffer assignment (for memory stats and reports)."""
-    from xlc.artifact import StoredOptimized
+    from xlc.artifact.store import StoredOptimized
     from xlc.backend_gpu.compiler import GpuCompileResult
     from xlc.backend_gpu.executable import (
         AllocationInfo,

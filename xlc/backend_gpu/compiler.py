@@ -2,7 +2,8 @@
 kernel + thunk emission, PTX through llvmlite's NVPTX target, optionally a cubin via ptxas.
 
 `compile_gpu(module, options) -> GpuExecutable` is the backend factory for `xlc.api`.
-Compiling never needs a GPU or cuda-python; running does (see runtime.py).
+Kernels and thunks come from the GpuEmitter over the explicit opcode table of registry.py.
+Compiling never needs a GPU or cuda-python; running does (see cuda.py and runtime.py).
 """
 from __future__ import annotations
 
@@ -11,21 +12,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from xlc.backend_gpu import (  # noqa: F401  (importing registers the emitters)
-    emit_control,
-    emit_conv,
-    emit_gemm,
-    emit_loop,
-    emit_misc,
-    emit_reduce,
-    emit_rng,
-    emit_select_scatter,
-    emit_sort,
-    emit_transpose,
-    nvptx,
-)
+from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.executable import GpuExecutable
+from xlc.backend_gpu.registry import EMITTERS, UNSUPPORTED
 from xlc.backend_gpu.streams import StreamPlan, plan_streams, prepare_multi_stream
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.ir import HloModule
@@ -118,7 +108,7 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     opt, streams = run_gpu_passes(mod, options)
     _check_entry(mod)
     t1 = time.perf_counter()
-    em = GpuEmitter(mod, opt.assignment, options.gpu_sm)
+    em = GpuEmitter(mod, opt.assignment, EMITTERS, UNSUPPORTED, sm=options.gpu_sm)
     seq = em.emit()
     plan: StreamPlan = plan_streams(mod, seq, options.gpu_streams, streams)
     llvm_ir = str(em.llmod)

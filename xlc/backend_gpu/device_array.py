@@ -92,7 +92,7 @@ class DeviceArray:
     def from_numpy(array: Any) -> DeviceArray:
         """Copy a numpy array (or anything `np.asarray` accepts) to a new DeviceArray on
         device 0. XlcError("no CUDA device available: ...") without a GPU."""
-        from xlc.backend_gpu.runtime import to_device
+        from xlc.backend_gpu.cuda import to_device
 
         return to_device(np.asarray(array))
 
@@ -141,7 +141,7 @@ class DeviceArray:
 
     def to_numpy(self) -> np.ndarray:
         """Copy to a new host array (synchronous)."""
-        from xlc.backend_gpu.runtime import check, driver, primary_context
+        from xlc.backend_gpu.cuda import check, driver, primary_context
 
         primary_context()
         out = np.empty(self.shape, dtype=self.dtype)
@@ -155,7 +155,7 @@ class DeviceArray:
     def __del__(self) -> None:
         if self.owner and self.ptr:
             try:
-                from xlc.backend_gpu.runtime import device_free
+                from xlc.backend_gpu.cuda import device_free
 
                 device_free(self.ptr)
             except Exception:  # pragma: no cover - interpreter shutdown

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from xlc.backend_gpu.emitter import GpuEmitter, register
+from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.thunks import (
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
@@ -76,7 +76,6 @@ def known_trip_count(inst: HloInstruction) -> int | None:
     return max(0, n - start)
 
 
-@register(Opcode.WHILE)
 def emit_while(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A while loop: condition thunks, predicate read back, body thunks; a counted loop
     (`known_trip_count`) runs its body that many times without reading anything back."""
@@ -93,7 +92,6 @@ def emit_while(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                              trip_count=known_trip_count(inst))]
 
 
-@register(Opcode.CONDITIONAL)
 def emit_conditional(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A conditional: the branch index (pred: true -> branch 0) is read back and that
     branch's thunks run."""
@@ -113,7 +111,6 @@ def emit_conditional(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                              index_is_pred=pt is PrimitiveType.PRED, branches=branches)]
 
 
-@register(Opcode.CALL)
 def emit_call(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A call: the callee's thunks in place (with copies where slices differ)."""
     comp = inst.called[0]
@@ -126,7 +123,12 @@ def emit_call(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [SequentialThunk(inst.name, thunks=thunks)]
 
 
-@register(Opcode.OPT_BARRIER, Opcode.ADD_DEPENDENCY, Opcode.DOMAIN)
+def emit_nothing(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """Ops that launch nothing (parameter, constant, tuple, get-tuple-element, bitcast,
+    after-all): their results are slices the buffer assignment already gave."""
+    return []
+
+
 def emit_passthrough(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """Ops that forward their (first) operand: copies only where slices differ."""
     return copies_between(em, inst.operands[0], inst, inst.opcode.text)

@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from xlc.backend_gpu.emit_gemm import mul_add, to_accumulator
 from xlc.backend_gpu.emit_misc import each_element
-from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
+from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
@@ -23,13 +23,11 @@ from xlc.codegen.indexing import window_dims, window_position
 from xlc.codegen.scalar_types import from_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
 
 log = logging.getLogger("xlc.backend_gpu")
 
 
-@register(Opcode.CONVOLUTION)
 def emit_convolution(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A convolution (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)

@@ -20,7 +20,7 @@ from math import prod
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
+from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers
 from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
@@ -28,7 +28,6 @@ from xlc.codegen.convert import convert_value
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 
 log = logging.getLogger("xlc.backend_gpu")
@@ -108,7 +107,6 @@ def register_block(plan: DotPlan) -> int:
     return 4 if plan.M >= 64 and plan.N >= 64 else 1
 
 
-@register(Opcode.DOT)
 def emit_dot(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A dot as one tiled GEMM kernel (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)

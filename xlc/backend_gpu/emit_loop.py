@@ -15,14 +15,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from xlc.backend_gpu.emitter import (
-    EMITTERS,
-    NO_THUNK,
-    GpuEmitter,
-    array_buffers,
-    operand_buffers,
-    register,
-)
+from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     GpuKernel,
     LeafEmitter,
@@ -39,7 +32,6 @@ from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.codegen.indexing import (
     IrIndex,
-    has_elemental_ir_rule,
     linear_to_multi,
     multi_to_linear,
 )
@@ -50,9 +42,6 @@ from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 from xlc.passes.alias_rules import same_layout
 
 log = logging.getLogger("xlc.backend_gpu")
-
-FUSION_EMITTERS: dict[str, object] = {}
-"""Fusion kind ("kLoop", "kInput", ...) -> emitter; kInput is registered by emit_reduce."""
 
 VECTOR_BYTES = 16
 
@@ -181,7 +170,6 @@ def emit_elementwise(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [k.thunk()]
 
 
-@register(Opcode.COPY)
 def emit_copy(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A copy: nothing when source and destination share a slice, a device-to-device memcpy
     when the layouts agree, else a layout-changing loop kernel."""
@@ -232,7 +220,6 @@ def _dus_kernel(em: GpuEmitter, inst: HloInstruction, fused: bool) -> list[Thunk
     return [k.thunk()]
 
 
-@register(Opcode.DYNAMIC_UPDATE_SLICE)
 def emit_dus(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """dynamic-update-slice in place: a copy of the operand first only when buffer
     assignment did not give it the output's slice (a memcpy when the layouts agree, else a
@@ -273,21 +260,3 @@ def emit_dus_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                   vector_params=list(inst.operands))
         pre.append(k.thunk())
     return pre + _dus_kernel(em, inst, fused=True)
-
-
-@register(Opcode.FUSION)
-def emit_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
-    """Dispatch a fusion by its kind (kLoop here, kInput in emit_reduce)."""
-    kind = str(inst.attrs.get("kind", "kLoop"))
-    fn = FUSION_EMITTERS.get(kind)
-    if fn is None:
-        raise UnsupportedOpError(f"GPU backend has no emitter for {kind} fusion ({inst.name})")
-    return fn(em, inst)  # type: ignore[operator,no-any-return]
-
-
-FUSION_EMITTERS["kLoop"] = emit_loop_fusion
-
-_SPECIAL = set(NO_THUNK) | {Opcode.DYNAMIC_UPDATE_SLICE, Opcode.COPY}
-for _op in Opcode:
-    if has_elemental_ir_rule(_op) and _op not in _SPECIAL and _op not in EMITTERS:
-        EMITTERS[_op] = emit_elementwise

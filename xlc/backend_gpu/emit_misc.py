@@ -23,7 +23,6 @@ from xlc.backend_gpu.emitter import (
     GpuEmitter,
     array_buffers,
     operand_buffers,
-    register,
 )
 from xlc.backend_gpu.kernel import (
     GpuKernel,
@@ -80,7 +79,6 @@ def serial(k: GpuKernel, shape: Shape) -> Iterator[list[ir.Value]]:
         yield linear_to_multi(k.b, lin, shape.with_default_layout())
 
 
-@register(Opcode.GATHER)
 def emit_gather(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A gather (no batching dims), one thread per output element."""
     operand, indices = inst.operands
@@ -121,7 +119,6 @@ def _is_add_combiner(inst: HloInstruction) -> bool:
             and {op.uid for op in root.operands} == {p.uid for p in comp.parameters})
 
 
-@register(Opcode.SCATTER)
 def emit_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A single-operand scatter (see the module docstring)."""
     if len(inst.operands) != 3 or inst.shape.is_tuple:
@@ -168,7 +165,6 @@ def emit_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return pre + [k.thunk()]
 
 
-@register(Opcode.MAP)
 def emit_map(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """out[i] = f(a[i], b[i], ...) with `f` the mapped computation."""
     k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=128)
@@ -179,7 +175,6 @@ def emit_map(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [k.thunk()]
 
 
-@register(Opcode.REDUCE_WINDOW)
 def emit_reduce_window(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """reduce-window: per output element, fold the window (padding / base-dilation holes read
     as the init value)."""
@@ -210,7 +205,6 @@ def emit_reduce_window(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [k.thunk()]
 
 
-@register(Opcode.REPLICA_ID, Opcode.PARTITION_ID)
 def emit_device_id(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """One device: the id is 0."""
     pt = element_type(inst.shape, inst.name)
@@ -221,7 +215,6 @@ def emit_device_id(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [k.thunk()]
 
 
-@register(Opcode.ALL_REDUCE)
 def emit_all_reduce(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """All-reduce over a single replica: a copy of each operand."""
     out: list[Thunk] = []

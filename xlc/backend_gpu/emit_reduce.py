@@ -18,13 +18,11 @@ from math import prod
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emit_loop import FUSION_EMITTERS
 from xlc.backend_gpu.emitter import (
     GpuEmitter,
     array_buffers,
     operand_buffers,
     physical_order,
-    register,
 )
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
@@ -287,10 +285,6 @@ def emit_input_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     return [k.thunk()]
 
 
-FUSION_EMITTERS["kInput"] = emit_input_fusion
-
-
-@register(Opcode.REDUCE)
 def emit_reduce(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """An unfused (possibly variadic) reduce."""
     outs = array_buffers(inst)

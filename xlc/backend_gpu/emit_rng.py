@@ -13,19 +13,17 @@ import logging
 from llvmlite import ir
 
 from xlc.backend_gpu.emit_misc import each_element
-from xlc.backend_gpu.emitter import GpuEmitter, register
+from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
 from xlc.codegen.rng import ALGORITHMS, check_rng_bit_generator, next_state
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 
 log = logging.getLogger("xlc.backend_gpu")
 
 
-@register(Opcode.RNG_BIT_GENERATOR)
 def emit_rng_bit_generator(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """rng-bit-generator(state) -> (new_state, bits) (see the module docstring)."""
     algo, data, n_state = check_rng_bit_generator(inst, "GPU backend")

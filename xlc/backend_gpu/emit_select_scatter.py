@@ -14,7 +14,7 @@ import logging
 from llvmlite import ir
 
 from xlc.backend_gpu.emit_misc import _ATOMIC_TYPES, each_element, serial
-from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers, register
+from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers
 from xlc.backend_gpu.kernel import element_type, i64
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
@@ -32,7 +32,6 @@ def _is_add(comp: HloComputation) -> bool:
             and {op.uid for op in root.operands} == {p.uid for p in comp.parameters})
 
 
-@register(Opcode.SELECT_AND_SCATTER)
 def emit_select_and_scatter(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """select-and-scatter(operand, source, init) (see the module docstring)."""
     operand, source, init = inst.operands

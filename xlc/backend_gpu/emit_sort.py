@@ -24,7 +24,6 @@ from xlc.backend_gpu.emitter import (
     array_buffers,
     operand_buffers,
     physical_order,
-    register,
 )
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
@@ -40,7 +39,6 @@ from xlc.backend_gpu.kernel import (
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, ShapeIndex
 
 log = logging.getLogger("xlc.backend_gpu")
@@ -82,7 +80,6 @@ class _Order:
         return b.and_(b.not_(x_pad), b.or_(y_pad, real))
 
 
-@register(Opcode.SORT)
 def emit_sort(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """Sort along `dimensions[0]` (keys and values; see the module docstring)."""
     outs = array_buffers(inst)
@@ -212,7 +209,6 @@ def _order_key(b: ir.IRBuilder, v: ir.Value, pt: PrimitiveType) -> ir.Value:
     return v
 
 
-@register(Opcode.TOPK)
 def emit_topk(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """topk(x), k, largest -> (values, s32 indices) over the last dimension."""
     x = inst.operands[0]

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emit_loop import emit_elementwise
-from xlc.backend_gpu.emitter import GpuEmitter, physical_order, register
+from xlc.backend_gpu.emitter import GpuEmitter, physical_order
 from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
@@ -37,7 +37,6 @@ def _source_dim(inst: HloInstruction) -> list[int]:
     return list(range(inst.shape.rank))
 
 
-@register(Opcode.TRANSPOSE)
 def emit_transpose(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """An unfused transpose (tiled when it moves the minor dimension)."""
     return emit_transpose_copy(em, inst)

@@ -1,18 +1,21 @@
 """The GPU emitter: a scheduled, buffer-assigned HloModule -> one NVPTX LLVM module + thunks.
 
 Walks every control-flow computation in schedule order (XLA's ThunkEmitter): each instruction
-becomes zero or more thunks through `EMITTERS` (Opcode -> function, filled by the `emit_*`
-modules); parameter / constant / tuple / get-tuple-element / bitcast produce nothing (their
-buffers are slices the BufferAssignment already gave). Kernels are emitted into one LLVM module
+becomes zero or more thunks through the table the emitter is constructed with (Opcode ->
+function; the GPU table is built explicitly in `registry.py`); parameter / constant / tuple /
+get-tuple-element / bitcast produce nothing (their buffers are slices the BufferAssignment
+already gave). Kernels are emitted into one LLVM module
 (`llmod`), so the executable has one PTX text. Constant allocations are recorded as bytes
 (`constants`) that the runtime uploads once.
 
-Unsupported instructions raise UnsupportedOpError("GPU backend cannot compile 'x' (name): why").
+Unsupported instructions raise UnsupportedOpError("GPU backend cannot compile 'x' (name): why"),
+`why` coming from the `unsupported` reasons the emitter is given (`registry.UNSUPPORTED`), else
+"no GPU emitter for 'x'".
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -30,40 +33,7 @@ from xlc.passes.buffer_assignment import BufferAssignment, Slice
 log = logging.getLogger("xlc.backend_gpu")
 
 EmitFn = Callable[["GpuEmitter", HloInstruction], list[Thunk]]
-EMITTERS: dict[Opcode, EmitFn] = {}
-"""Opcode -> GPU emitter, filled by the emit_* modules (see `register`)."""
-
-NO_THUNK = (Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT,
-            Opcode.BITCAST, Opcode.AFTER_ALL)
-"""Opcodes that launch nothing: their results are slices assigned elsewhere."""
-
-UNSUPPORTED: dict[Opcode, str] = {
-    Opcode.RNG: "the stateful 'rng' op is not supported (XLA expands it; JAX emits "
-                "rng-bit-generator, which is supported)",
-    Opcode.RNG_GET_AND_UPDATE_STATE: "the stateful 'rng' ops are not supported (XLA expands "
-                                     "them; use rng-bit-generator)",
-    Opcode.CUSTOM_CALL: "custom-call targets are not supported by the GPU backend",
-    Opcode.FFT: "FFT is not implemented by the GPU backend (XLA calls cuFFT; the interpreter "
-                "backend runs it)",
-}
-"""Opcodes with no GPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
-
-
-def register(*ops: Opcode) -> Callable[[EmitFn], EmitFn]:
-    """Decorator: make `fn` the GPU emitter of `ops`."""
-    def deco(fn: EmitFn) -> EmitFn:
-        for op in ops:
-            EMITTERS[op] = fn
-        return fn
-    return deco
-
-
-def _nothing(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
-    return []
-
-
-for _op in NO_THUNK:
-    EMITTERS[_op] = _nothing
+"""A GPU emitter: the thunks (kernels emitted into `em.llmod`) computing one instruction."""
 
 
 def physical_order(shape: object) -> list[int]:
@@ -98,9 +68,15 @@ def operand_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeInd
 class GpuEmitter:
     """Emits the kernels and thunks of one scheduled, buffer-assigned module."""
 
-    def __init__(self, module: HloModule, assignment: BufferAssignment, sm: int = 80,
-                 prefix: str = "xlc"):
+    def __init__(self, module: HloModule, assignment: BufferAssignment,
+                 emitters: Mapping[Opcode, EmitFn], unsupported: Mapping[Opcode, str],
+                 sm: int = 80, prefix: str = "xlc"):
+        """`emitters`: Opcode -> emitter function and `unsupported`: Opcode -> why it has none
+        (`registry.EMITTERS` and `registry.UNSUPPORTED` for the GPU backend); `sm` is the
+        target architecture, `prefix` starts the LLVM module's name."""
         self.hlo = module
+        self.emitters = emitters
+        self.unsupported = unsupported
         self.ba = assignment
         self.sm = sm
         self.prefix = prefix
@@ -133,9 +109,9 @@ class GpuEmitter:
 
     def emit_instruction(self, inst: HloInstruction) -> list[Thunk]:
         """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none)."""
-        fn = EMITTERS.get(inst.opcode)
+        fn = self.emitters.get(inst.opcode)
         if fn is None:
-            why = UNSUPPORTED.get(inst.opcode, "no emitter")
+            why = self.unsupported.get(inst.opcode, f"no GPU emitter for '{inst.opcode.text}'")
             target = inst.attrs.get("custom_call_target")
             what = f"'{inst.opcode.text}'" + (f" target '{target}'" if target else "")
             raise UnsupportedOpError(f"GPU backend cannot compile {what} ({inst.name}): {why}")

@@ -1,10 +1,10 @@
 """GpuExecutable: the compiled program (optimized module, buffer assignment, PTX, thunks).
 
 `run(flat_args) -> list[np.ndarray]` needs an NVIDIA GPU and cuda-python: the first call
-creates the `GpuRuntime` (runtime.py), which loads the module (cubin when present, else PTX),
-allocates one device block per BufferAllocation (temp reused across calls) and uploads the
-constants. Without a GPU or cuda-python, `run` raises XlcError("no CUDA device available:
-..."); everything else (PTX, thunks, `to_dict`) works anywhere.
+creates the `GpuRuntime` (runtime.py, over the driver bootstrap of cuda.py), which loads the
+module (cubin when present, else PTX), allocates one device block per BufferAllocation (temp
+reused across calls) and uploads the constants. Without a GPU or cuda-python, `run` raises
+XlcError("no CUDA device available: ..."); everything else (PTX, thunks, `to_dict`) works anywhere.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ class AllocationInfo:
     donated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """As plain data (`from_dict` inverts it)."""
         return {"index": self.index, "size": self.size, "kind": self.kind,
                 "parameter_number": self.parameter_number, "donated": self.donated}
 
@@ -133,9 +134,10 @@ class GpuExecutable:
         self.timings = timings or {}
         self._runtime: GpuRuntime | None = None
         self._lock = threading.Lock()
-        if tables is None:
-            tables = _tables(optimized)
-        self.allocations, self.parameters, self.outputs = (list(t) for t in tables)
+        allocations, parameters, outputs = _tables(optimized) if tables is None else tables
+        self.allocations: list[AllocationInfo] = list(allocations)
+        self.parameters: list[ParameterInfo] = list(parameters)
+        self.outputs: list[OutputInfo] = list(outputs)
 
     @property
     def thunks(self) -> SequentialThunk:

@@ -1,20 +1,22 @@
-"""The GPU runtime: cuda-python driver API calls that run a GpuExecutable's thunk schedule.
+"""The GPU executor: runs a GpuExecutable's thunk schedule through the CUDA driver.
 
-cuda-python is imported lazily (`driver()`), so CPU users never need it. Without it, or
-without a CUDA device, `GpuRuntime(...)` raises XlcError("no CUDA device available: <why>").
+The driver bootstrap (lazy cuda-python import, device 0's primary context, `check`, module
+loading, device memory helpers) lives in cuda.py; its public names are re-exported here for
+callers that import them from this module. Without cuda-python, or without a CUDA device,
+`GpuRuntime(...)` raises XlcError("no CUDA device available: <why>").
 
 Per executable (created on its first run):
-* the primary context of device 0; the module from the cubin when one was assembled and the
-  device can run it (`select_image`: same major compute capability, minor not older), else
-  the PTX (the driver JIT-compiles it for any device at least as new as its target); one
-  CUfunction per kernel;
+* the module from the cubin when one was assembled and the device can run it
+  (`cuda.select_image`: same major compute capability, minor not older), else the PTX (the
+  driver JIT-compiles it for any device at least as new as its target); one CUfunction per
+  kernel;
 * one device block per BufferAllocation: constants uploaded once, temp (the combined heap)
   allocated once and reused by every call, thread-local allocations get none; parameter blocks
   are reused for numpy arguments; outputs get fresh blocks per call (persistent ones in graph
   mode, where results are always copied back);
 * `num_streams` streams and the plan's events; a thunk's stream waits for its `wait_events`,
-  then the thunk is issued, then its `record_event` recorded; at the end stream 0 waits for
-  `final_waits` and is synchronised;
+  then the thunk is issued (`_ISSUE`: thunk type -> issuing function), then its `record_event`
+  recorded; at the end stream 0 waits for `final_waits` and is synchronised;
 * optional CUDA graph capture of the whole schedule (not possible with while/conditional,
   which read predicates back to the host): captured on the first call, replayed afterwards.
 """
@@ -23,10 +25,22 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xlc.backend_gpu.cuda import (
+    check,
+    compute_capability,
+    device_alloc,
+    device_free,
+    driver,
+    load_module,
+    primary_context,
+    select_image,
+    to_device,
+)
 from xlc.backend_gpu.device_array import DeviceArray, as_device_array
 from xlc.backend_gpu.thunks import (
     BufferSlice,
@@ -46,146 +60,33 @@ from xlc.errors import ArgumentError, XlcError
 if TYPE_CHECKING:
     from xlc.backend_gpu.executable import GpuExecutable
 
+__all__ = [
+    # the executor
+    "GpuRuntime",
+    # re-exported from cuda.py (tools/bench_gpu.py and tests import them from here)
+    "check", "compute_capability", "device_alloc", "device_free", "driver", "primary_context",
+    "select_image", "to_device",
+]
+
 log = logging.getLogger("xlc.backend_gpu")
-
-_driver: Any = None
-_lock = threading.RLock()
-
-
-def driver() -> Any:
-    """The cuda-python driver module (`cuda.bindings.driver`, or the older `cuda.cuda`).
-
-    Raises XlcError("no CUDA device available: cuda-python is not installed ...")."""
-    global _driver
-    with _lock:
-        if _driver is None:
-            try:
-                from cuda.bindings import driver as drv  # type: ignore[import-not-found]
-            except ImportError:
-                try:
-                    from cuda import cuda as drv  # type: ignore[import-not-found,no-redef]
-                except ImportError:
-                    raise XlcError("no CUDA device available: cuda-python is not installed "
-                                   "(pip install cuda-python)") from None
-            _driver = drv
-        return _driver
-
-
-def check(ret: Any, what: str) -> Any:
-    """Unpack a driver call's (CUresult, values...) tuple; XlcError on failure."""
-    drv = driver()
-    if not isinstance(ret, tuple):
-        ret = (ret,)
-    err, rest = ret[0], ret[1:]
-    if err != drv.CUresult.CUDA_SUCCESS:
-        name = drv.cuGetErrorName(err)
-        text = name[1].decode() if isinstance(name, tuple) and len(name) > 1 and \
-            isinstance(name[1], bytes) else str(err)
-        raise XlcError(f"CUDA error in {what}: {text}")
-    if not rest:
-        return None
-    return rest[0] if len(rest) == 1 else rest
-
-
-_context: Any = None
-_compute_capability = 0
-
-
-def primary_context() -> Any:
-    """Initialise the driver and make device 0's primary context current (once).
-
-    Raises XlcError("no CUDA device available: ...") without a usable device (no driver
-    library, no device, or a driver that fails to initialise)."""
-    global _context, _compute_capability
-    with _lock:
-        drv = driver()
-        if _context is None:
-            try:
-                check(drv.cuInit(0), "cuInit")
-                count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
-            except XlcError as e:
-                raise XlcError(f"no CUDA device available: {e}") from None
-            except Exception as e:  # cuda-python raises when libcuda cannot be loaded
-                raise XlcError(f"no CUDA device available: the NVIDIA driver library could not "
-                               f"be loaded ({e})") from None
-            if not count:
-                raise XlcError("no CUDA device available: the driver reports 0 devices")
-            dev = check(drv.cuDeviceGet(0), "cuDeviceGet")
-            attr = drv.CUdevice_attribute
-            major = check(drv.cuDeviceGetAttribute(
-                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
-            minor = check(drv.cuDeviceGetAttribute(
-                attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
-            _context = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-            _compute_capability = 10 * int(major) + int(minor)
-            log.info("CUDA device 0: sm_%d", _compute_capability)
-        check(drv.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
-        return _context
-
-
-def compute_capability() -> int:
-    """The compute capability of device 0 as one number (sm_90 -> 90); XlcError without a
-    device."""
-    primary_context()
-    return _compute_capability
-
-
-def select_image(sm: int, device_cc: int, cubin: bytes | None, ptx: str) -> tuple[str, bytes]:
-    """("cubin" | "ptx", image bytes) to load code compiled for `sm_<sm>` on a device of
-    compute capability `device_cc`: the cubin when binary compatible (same major version,
-    device minor not older), else the PTX (NUL-terminated) when the device is at least as new
-    as the target. XlcError when the device is older than the code's target."""
-    if cubin and device_cc // 10 == sm // 10 and device_cc % 10 >= sm % 10:
-        return "cubin", cubin
-    if device_cc >= sm:
-        if cubin:
-            log.info("the cubin for sm_%d does not run on sm_%d: JIT-compiling the PTX", sm,
-                     device_cc)
-        return "ptx", ptx.encode() + b"\0"
-    raise XlcError(f"this GPU (sm_{device_cc}) is older than the code's target sm_{sm}; "
-                   f"recompile with gpu_sm={device_cc} (XLC_FLAGS=--gpu-sm={device_cc})")
-
-
-def device_alloc(nbytes: int) -> int:
-    """cuMemAlloc (at least 1 byte); returns the device address."""
-    primary_context()
-    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
-
-
-def device_free(ptr: int) -> None:
-    """cuMemFree (errors at interpreter shutdown are ignored)."""
-    try:
-        driver().cuMemFree(ptr)
-    except Exception:  # pragma: no cover - shutdown order
-        pass
-
-
-def to_device(arr: np.ndarray) -> DeviceArray:
-    """Copy a numpy array to a new DeviceArray (synchronously)."""
-    primary_context()
-    a = np.array(arr, order="C", copy=True)  # keeps 0-d shapes (ascontiguousarray would not)
-    ptr = device_alloc(a.nbytes)
-    check(driver().cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
-    # a pageable upload may return before its DMA finished, and our streams are non-blocking
-    # (no implicit ordering with the legacy stream): wait for it here
-    check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
-    return DeviceArray(ptr, a.shape, a.dtype, owner=True)
 
 
 class GpuRuntime:
     """Device state of one GpuExecutable; `run` executes its thunk schedule."""
 
     def __init__(self, exe: GpuExecutable):
+        """Load `exe`'s code on device 0, create its streams and events, allocate its
+        constant and temp blocks and upload the constants. XlcError without a usable device
+        or when the device is older than the code's target."""
         drv = driver()
         primary_context()
         self.exe = exe
         self.drv = drv
         self.image_kind, image = select_image(exe.sm, compute_capability(), exe.cubin, exe.ptx)
-        self._image = np.frombuffer(image, dtype=np.uint8).copy()
-        self.module = check(drv.cuModuleLoadData(self._image.ctypes.data), "cuModuleLoadData")
-        self.functions = {name: check(drv.cuModuleGetFunction(self.module, name.encode()),
-                                      f"cuModuleGetFunction({name})")
-                          for name in exe.kernel_names}
+        loaded = load_module(image, exe.kernel_names)
+        self._image = loaded.image
+        self.module = loaded.module
+        self.functions = loaded.functions
         flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.streams = [check(drv.cuStreamCreate(flags), "cuStreamCreate")
                         for _ in range(max(1, exe.plan.num_streams))]
@@ -434,9 +335,13 @@ def _unsupported(rt: GpuRuntime, t: Thunk, stream: Any) -> None:
                    f"schedule")
 
 
-_ISSUE: dict[type, Any] = {
+IssueFn = Callable[["GpuRuntime", Any, Any], None]
+"""Issues one thunk (of the type it is keyed by) on a stream: (runtime, thunk, CUstream)."""
+
+_ISSUE: dict[type[Thunk], IssueFn] = {
     KernelThunk: _kernel, MemzeroThunk: _memzero, Memset32Thunk: _memset32,
     DeviceToDeviceCopyThunk: _d2d, SequentialThunk: _sequential, WhileThunk: _while,
     ConditionalThunk: _conditional, HostToDeviceCopyThunk: _unsupported,
     DeviceToHostCopyThunk: _unsupported,
 }
+"""Thunk type -> how the executor issues it (host copies are the executable's business)."""

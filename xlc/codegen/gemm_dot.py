@@ -125,9 +125,9 @@ def gemm_plan_for_dot(inst: HloInstruction, accumulate: bool = False) -> DotGemm
         for t, v in zip(((0, 1, 2), (0, 2), (1, 2))[gi], st):
             full[t] = v
         merged.append((total, full))
-    (batch, (sa, sb, sc)), (m, (am, _, cm)), (n, (_, bn, cn)) = merged
+    (batch, (ab, bb, cb)), (m, (am, _, cm)), (n, (_, bn, cn)) = merged
     kk, (ak, bk) = k
-    spec = GemmSpec(m, n, kk, batch, (sa, am, ak), (sb, bk, bn), (sc, cm, cn), pt, accumulate)
+    spec = GemmSpec(m, n, kk, batch, (ab, am, ak), (bb, bk, bn), (cb, cm, cn), pt, accumulate)
     return DotGemm(spec, tuple(loops))
 
 

@@ -83,7 +83,7 @@ def _device_leaf(x: Any, where: str) -> Any:
     are: the GPU backend uses them in place, the others copy them to the host."""
     if not hasattr(x, "__cuda_array_interface__"):
         return None
-    from xlc.backend_gpu.device_array import as_device_array
+    from xlc.backends import as_device_array
 
     try:
         return as_device_array(x)

@@ -36,7 +36,7 @@ _XLC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # ---- user locations -------------------------------------------------------------------------
 # Frames in the xlc package are library frames and skipped when looking for the user's line,
 # except frames in the source file of a function being traced by `xlc.jit` (`user_code`): a
-# program that lives inside the package (xlc/demo.py) is the user's code while it is traced.
+# program that lives inside the package (xlc/cli/demo.py) is the user's code while it is traced.
 # Without this, every op of such a program would point at the first frame outside the package,
 # e.g. the `xlc` console script. The op library itself (xlc/frontend, xlc/hlo) never counts as
 # user code: `xlc.jit(xlc.nn.softmax)` reports the line that called it, as JAX does.
@@ -96,7 +96,7 @@ def _is_console_script(frame: Any) -> bool:
     """The `xlc` console-script wrapper (`from xlc.cli import main; sys.exit(main())`)."""
     main = frame.f_globals.get("main")
     return frame.f_globals.get("__name__") == "__main__" and \
-        getattr(main, "__module__", None) == "xlc.cli"
+        getattr(main, "__module__", None) == "xlc.cli.main"
 
 
 def user_frame() -> tuple[str, int] | None:

@@ -66,7 +66,7 @@ def _patch_bytes(conv: HloInstruction) -> int:
     positions = prod(d.size for d in window.dims) if window is not None else 1
     rows = out.dims[labels.output_batch] * prod(out.dims[d] for d in labels.output_spatial)
     features = conv.operands[0].shape.dims[labels.input_feature]
-    return rows * positions * features * out.element_type.byte_size
+    return rows * positions * features * _element_type(out).byte_size
 
 
 class ConvToDot:
@@ -87,6 +87,12 @@ class ConvToDot:
         return changed
 
 
+def _element_type(shape: Shape) -> PrimitiveType:
+    """The element type of array `shape` (convolutions and their operands are arrays)."""
+    assert shape.element_type is not None, f"convolution shapes are arrays, got {shape}"
+    return shape.element_type
+
+
 def _arr(pt: PrimitiveType, dims: tuple[int, ...] | list[int]) -> Shape:
     return Shape.array(pt, tuple(dims))
 
@@ -95,14 +101,14 @@ def _transpose(comp: HloComputation, x: HloInstruction, perm: list[int]) -> HloI
     if perm == list(range(len(perm))):
         return x
     dims = [x.shape.dims[p] for p in perm]
-    return comp.add(Opcode.TRANSPOSE, _arr(x.shape.element_type, dims), [x],
+    return comp.add(Opcode.TRANSPOSE, _arr(_element_type(x.shape), dims), [x],
                     {"dimensions": tuple(perm)})
 
 
 def _lower(comp: HloComputation, conv: HloInstruction) -> HloInstruction:
     """The instructions computing `conv` as patches @ kernel; returns the new root."""
     lhs, rhs = conv.operands
-    pt = conv.shape.element_type
+    pt = _element_type(conv.shape)
     labels = conv.attrs["dim_labels"]
     wdims = conv.attrs["window"].dims if conv.attrs.get("window") is not None else ()
     ns = len(labels.input_spatial)

@@ -1,7 +1,7 @@
-"""The verbs of the `xlc` console script (argument parsing and exit codes live in cli.py).
+"""The verbs of the `xlc` console script (argument parsing and exit codes live in main.py).
 
 Each `cmd_*` takes the parsed argparse namespace, writes to stdout, and raises XlcError
-subclasses for user errors (cli.py turns them into one line on stderr and exit code 1).
+subclasses for user errors (main.py turns them into one line on stderr and exit code 1).
 """
 from __future__ import annotations
 
@@ -154,8 +154,8 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     if args.dump_pass_re and not dump_to:
         raise UsageError("--dump-pass-re needs a dump directory: add --dump-to DIR")
     if is_artifact(args.input):  # the stored optimized program (and its memory report)
-        from xlc.artifact import read_archive_file
-        from xlc.artifact_manifest import HLO_MEMBER, REPORT_MEMBER
+        from xlc.artifact.archive import read_archive_file
+        from xlc.artifact.manifest import HLO_MEMBER, REPORT_MEMBER
 
         if args.dump_to or args.stage == "raw":
             raise UsageError("an .xlc file holds only the optimized program: --stage raw and "
@@ -175,11 +175,13 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     opts = default_options().replace(backend=backend, dump_to=dump_to)
     if args.dump_pass_re:
         opts = opts.replace(dump_pass_re=args.dump_pass_re)
-    if dump_to and backend in _STAGE_DUMPERS:
+    if dump_to:
+        from xlc.backends import get_backend
         from xlc.passes.pipeline import dump_prefix
 
+        stages = get_backend(backend)
         dump_prefix(opts, module)  # the code stages dump under the id of the HLO dumps
-        _STAGE_DUMPERS[backend](module, dump_to)
+        stages.dump_stages(module, default_options().replace(backend=backend, dump_to=dump_to))
     result = optimize_module(module, options=opts)
     if args.memory_report:
         sys.stdout.write(result.assignment.report() + "\n")
@@ -188,51 +190,6 @@ def cmd_hlo(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(print_module(result.module) + "\n")
     return 0
-
-
-def _dump_cpu_stages(module: Any, dump_to: str) -> None:
-    """Compile a copy for the CPU and write its code stages next to the HLO dumps
-    (`xlc.backend_cpu.dump_cpu_stages`: `.ir-no-opt.ll`, `.ir-with-opt.ll`, `.o`). A module
-    the CPU backend cannot compile only gets a warning: the HLO dumps still happen."""
-    from xlc.backend_cpu import compile_cpu, dump_cpu_stages
-
-    opts = _options(argparse.Namespace(), backend="cpu", dump_to=dump_to)
-    try:
-        exe = compile_cpu(module.clone(), opts.replace(dump_to=None))
-    except XlcError as e:
-        log.warning("no .ll/.o stages for %s: %s", module.name, str(e).splitlines()[0])
-        return
-    dump_cpu_stages(opts, exe)
-
-
-def _dump_gpu_stages(module: Any, dump_to: str) -> None:
-    """Compile a copy for the GPU (`gpu_sm` from XLC_FLAGS, default 80; no GPU needed) and
-    write its NVPTX LLVM IR, PTX, thunk schedule and, when ptxas is on the PATH, the cubin
-    (`<module>.sm_80.ll`, `.sm_80.ptx`, `.thunks.json`, `.sm_80.cubin`). A module the GPU
-    backend cannot compile only gets a warning: the HLO dumps still happen."""
-    from xlc.backend_gpu.compiler import compile_gpu
-    from xlc.backend_gpu.nvptx import ptxas_path
-    from xlc.passes.pipeline import dump_text
-
-    opts = _options(argparse.Namespace(), backend="gpu", dump_to=dump_to)
-    try:
-        exe = compile_gpu(module.clone(), opts.replace(dump_to=None), assemble=True)
-    except XlcError as e:
-        log.warning("no .ll/.ptx stages for %s: %s", module.name, str(e).splitlines()[0])
-        return
-    sm = f"sm_{exe.sm}"
-    dump_text(opts, module.name, f"{sm}.ll", exe.llvm_ir)
-    path = dump_text(opts, module.name, f"{sm}.ptx", exe.ptx)
-    dump_text(opts, module.name, "thunks.json", json.dumps(exe.thunks.to_dict(), indent=1))
-    assert path is not None
-    if exe.cubin:
-        Path(path[: -len("ptx")] + "cubin").write_bytes(exe.cubin)
-    elif ptxas_path() is None:
-        log.warning("no .cubin stage for %s: ptxas is not on the PATH", module.name)
-
-
-# backend -> writer of its code stages for `xlc hlo --dump-to`
-_STAGE_DUMPERS = {"cpu": _dump_cpu_stages, "gpu": _dump_gpu_stages}
 
 
 # ---- run -------------------------------------------------------------------------------------
@@ -358,6 +315,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backend(name: str) -> Any:
+    """The backend `name` of a file being inspected (ArtifactError when this xlc lacks it)."""
+    from xlc.backends import get_backend
+    from xlc.errors import ArtifactError
+
+    try:
+        return get_backend(name)
+    except ArgumentError:
+        raise ArtifactError(f"this xlc cannot inspect '{name}' executables") from None
+
+
 # ---- inspect ---------------------------------------------------------------------------------
 MEMORY_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes", "peak_bytes")
 
@@ -365,17 +333,14 @@ MEMORY_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes"
 def inspect_data(path: str) -> dict[str, Any]:
     """The JSON of `xlc inspect --json`: the manifest plus a `memory` dict with the standard
     keys. Checksums are verified; no code is loaded."""
-    from xlc.artifact import read_archive_file
+    from xlc.artifact.archive import read_archive_file
 
     archive = read_archive_file(path)
     m = archive.manifest
     data = json.loads(m.model_dump_json())
     data["memory"] = {k: int(m.memory_stats.get(k, 0)) for k in MEMORY_KEYS}
     data["input_labels"] = input_labels(data["signature"])
-    if m.backend == "gpu":  # the kernels and their launch dimensions
-        from xlc.backend_gpu.artifact_io import describe
-
-        data["gpu"] = describe(archive.members)
+    data.update(_backend(m.backend).describe(archive.members))  # e.g. GPU kernels
     return data
 
 
@@ -383,7 +348,7 @@ def input_labels(sig: dict[str, Any]) -> list[str]:
     """One label per flat input of a manifest signature: the argument name followed by the
     pytree path of the leaf (`params['w']`, `xs[0]`, `scale`; keyword arguments by their
     keyword), or the bare argument names when the executable came from HLO (no pytree)."""
-    from xlc.artifact_manifest import tree_from_json
+    from xlc.artifact.manifest import tree_from_json
     from xlc.frontend import pytree
 
     names = sig.get("arg_names") or []
@@ -446,18 +411,7 @@ def inspect_text(data: dict[str, Any]) -> str:
               f"{s['shape']}" for s in kernels[:40]]
     if len(kernels) > 40:
         lines.append(f"  ... {len(kernels) - 40} more")
-    gpu = data.get("gpu")
-    if gpu:
-        lines += ["", f"gpu code: sm_{gpu['sm']}, PTX ISA {gpu['ptx_isa']} ({gpu['ptx_bytes']} "
-                  f"bytes), cubin {'yes' if gpu['cubin'] else 'no (the driver JITs the PTX)'}, "
-                  f"{gpu['streams']} stream(s), {gpu['events']} event(s), "
-                  f"CUDA graphs {'on' if gpu['graphs'] else 'off'}"]
-        lines += [f"  {k['name']:<28} grid {'x'.join(map(str, k['grid'])):<12} block "
-                  f"{'x'.join(map(str, k['block'])):<10} shared {k['shared_bytes']:>6} B"
-                  f"{'  stream ' + str(k['stream']) if gpu['streams'] > 1 else ''}"
-                  for k in gpu["kernels"][:40]]
-        if len(gpu["kernels"]) > 40:
-            lines.append(f"  ... {len(gpu['kernels']) - 40} more")
+    lines += _backend(data["backend"]).describe_text(data)
     lines += ["", "compile times:"]
     lines += [f"  {t['name']:<32} {1e3 * t['seconds']:9.2f} ms" for t in data["pass_timings"]]
     for k, v in data.get("compile_seconds", {}).items():
@@ -481,7 +435,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 # ---- cache -----------------------------------------------------------------------------------
 def cmd_cache(args: argparse.Namespace) -> int:
     """ls / clear / info of the persistent compile cache."""
-    from xlc.compile_cache import CompileCache
+    from xlc.artifact.cache import CompileCache
     from xlc.options import default_options
 
     directory = args.cache_dir or default_options().cache_dir
@@ -515,8 +469,9 @@ def cmd_viz(args: argparse.Namespace) -> int:
     assignment = None
     kwargs: dict[str, Any] = {}
     if is_artifact(args.input):  # the stored optimized program and its buffer assignment
-        from xlc.artifact import read_archive_file, rebuild_assignment
-        from xlc.artifact_manifest import HLO_MEMBER
+        from xlc.artifact.archive import read_archive_file
+        from xlc.artifact.manifest import HLO_MEMBER
+        from xlc.artifact.store import rebuild_assignment
         from xlc.hlo.parser import parse_module
 
         if args.stage == "raw":
@@ -542,6 +497,6 @@ def cmd_viz(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Trace, compile and run the embedded demo model; print HLO, results and stats."""
-    from xlc.demo import run_demo
+    from xlc.cli.demo import run_demo
 
     return run_demo(sys.stdout, backend=args.backend, show_hlo=not args.quiet)

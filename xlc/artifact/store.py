@@ -1,44 +1,39 @@
-"""The serialized executable (`.xlc`): a zip with `manifest.json`, the code, the optimized HLO
-and the buffer-assignment / memory reports.
+"""What an `.xlc` file stores, written and read back: a zip with `manifest.json`, the code, the
+optimized HLO and the buffer-assignment / memory reports.
 
-`write_artifact(compiled, path)` writes one (atomically: temp file then rename);
-`load(path)` reads it back into a `LoadedExecutable`, a `Compiled` with the original pytree
-signature, without tracing, HLO passes or LLVM optimization: the program is the stored
-optimized HLO (interpreter) or the stored object code (CPU, see
-`xlc/backend_cpu/artifact_io.py`). Loading checks, in this order and before any native code
-runs: the zip is intact, the manifest parses, has a known format version and matches the
-sha256 in the zip comment, no member is missing or unlisted and the declared sizes agree and
-stay under a limit (all before anything is decompressed: `xlc/artifact_archive.py`), every
-member's sha256 matches the manifest, and the target (CPU features, triple) can run the code.
-Any failure is an `ArtifactError` with a plain sentence.
+`build_archive(exe, backend, signature, ...)` makes the bytes of one; `executable_from_archive`
+rebuilds a `StoredExecutable` from a checked archive, without tracing, HLO passes or LLVM
+optimization: the program is the stored optimized HLO (interpreter) or the stored code (CPU,
+GPU: their `Backend.unpack`). `xlc.load` (in `xlc.api`) wraps that in a `Compiled` with the
+original pytree signature. Loading checks, in this order and before any native code runs: the
+zip is intact, the manifest parses, has a known format version and matches the sha256 in the
+zip comment, no member is missing or unlisted and the declared sizes agree and stay under a
+limit (all before anything is decompressed: `xlc/artifact/archive.py`), every member's sha256
+matches the manifest, and the target (CPU features, triple) can run the code. Any failure is
+an `ArtifactError` with a plain sentence.
 
-Backends plug in through `_CODE_IO`: a module with `pack(exe) -> PackedCode` and
-`unpack(manifest, members, module, assignment, where) -> executable with run(flat)`.
+Backends plug in through `xlc.backends.get_backend(name)`: `pack(exe) -> PackedCode` and
+`unpack(manifest, members, module, assignment, where) -> executable with run(flat)`. This
+module imports no backend and not `xlc.api`.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib
 import io
 import json
 import logging
 import os
-import time
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from xlc.api import Compiled, _flatten_value
-from xlc.artifact_archive import (
-    MAX_ARCHIVE_BYTES,
+from xlc.artifact.archive import (
     Archive,
-    file_bytes,
-    read_archive,
     read_archive_file,
 )
-from xlc.artifact_manifest import (
+from xlc.artifact.manifest import (
     ASSIGNMENT_MEMBER,
     HLO_MEMBER,
     MANIFEST_NAME,
@@ -57,25 +52,14 @@ from xlc.artifact_manifest import (
     aval_to_spec,
     seal,
     shape_to_spec,
-    spec_to_aval,
-    tree_from_json,
     tree_to_json,
 )
-from xlc.errors import ArtifactError
-from xlc.fileio import write_bytes_atomic
-from xlc.frontend.arguments import shape_tree
+from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
 
 log = logging.getLogger("xlc.artifact")
-
-# backend -> module implementing pack/unpack of native code (imported lazily).
-_CODE_IO: dict[str, str] = {
-    "cpu": "xlc.backend_cpu.artifact_io",
-    "gpu": "xlc.backend_gpu.artifact_io",
-}
-
 
 @dataclass
 class PackedCode:
@@ -231,20 +215,6 @@ class StoredExecutable:
         return self.runner.run(flat_args)
 
 
-class _Interpreted:
-    """Runs the stored optimized HLO on the reference evaluator."""
-
-    def __init__(self, module: HloModule):
-        self.module = module
-
-    def run(self, flat_args: list[np.ndarray]) -> list[np.ndarray]:
-        """Run on flat, checked arguments; flat outputs."""
-        from xlc.hlo.evaluator import evaluate
-
-        assert self.module.entry is not None and self.module.entry.root is not None
-        return _flatten_value(evaluate(self.module, flat_args), self.module.entry.root.shape)
-
-
 # ---- writing ---------------------------------------------------------------------------------
 def _parts(exe: Any) -> tuple[HloModule, Any, list[PassTime]]:
     """(optimized module, assignment, pass timings) of any backend executable."""
@@ -303,8 +273,8 @@ def build_archive(exe: Any, backend: str, signature: Signature,
                   options: CompileOptions | None = None,
                   compile_seconds: dict[str, float] | None = None,
                   cache_key: str | None = None) -> bytes:
-    """The bytes of an `.xlc` archive for backend executable `exe` (an interpreter, CPU or GPU
-    executable as `xlc.api.BACKENDS` makes them). `cache_key` is recorded in the manifest of
+    """The bytes of an `.xlc` archive for backend executable `exe` (as `Backend.compile` of
+    backend `backend` makes it). `cache_key` is recorded in the manifest of
     a compile-cache entry, so that a hit can check the entry belongs to its key."""
     from xlc import __version__
     from xlc.hlo.printer import print_module
@@ -315,9 +285,7 @@ def build_archive(exe: Any, backend: str, signature: Signature,
             update["cache_key"] = cache_key
         return _zip(exe.manifest.model_copy(update=update), exe.members)
     module, assignment, timings = _parts(exe)
-    packed = PackedCode()
-    if backend in _CODE_IO:
-        packed = _code_io(backend, None).pack(exe)
+    packed = _backend(backend, None).pack(exe)
     slices, schedule, constants = _entry_tables(module, assignment)
     stats = {k: int(v) for k, v in dict(assignment.stats()).items()}
     members: dict[str, bytes] = {
@@ -357,8 +325,9 @@ def _zip(manifest: Manifest, members: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def signature_of(compiled: Compiled) -> Signature:
-    """The pytree signature of a `Compiled` (None in_tree for HLO-compiled executables)."""
+def signature_of(compiled: Any) -> Signature:
+    """The pytree signature of an `xlc.api.Compiled` (None in_tree for HLO-compiled
+    executables)."""
     module = compiled.module
     assert module.entry is not None and module.entry.root is not None
     outs = [o for _i, s in module.entry.root.shape.leaves() if (o := shape_to_spec(s))]
@@ -369,28 +338,15 @@ def signature_of(compiled: Compiled) -> Signature:
         inputs=[aval_to_spec(a) for a in compiled.in_avals], outputs=outs)
 
 
-def write_artifact(compiled: Compiled, path: str | os.PathLike[str]) -> None:
-    """Serialize `compiled` to `path` (an `.xlc` zip). Raises ArtifactError when its backend
-    cannot be serialized."""
-    raw = getattr(compiled, "_artifact_bytes", None)
-    if raw is None:
-        raw = build_archive(compiled._exe, compiled.backend, signature_of(compiled),
-                            compiled.options,
-                            {"compile_s": float(getattr(compiled, "compile_seconds", 0.0))})
-    write_bytes_atomic(path, raw)
-    log.info("wrote %s (%d bytes)", path, len(raw))
-
-
 # ---- reading ---------------------------------------------------------------------------------
-def _code_io(backend: str, where: str | None) -> Any:
-    """The pack/unpack module of `backend`; `where` names the file being loaded (None when
-    serializing)."""
-    mod = _CODE_IO.get(backend)
+def _backend(backend: str, where: str | None) -> Any:
+    """The backend that packs/unpacks `backend` code; `where` names the file being loaded
+    (None when serializing)."""
+    from xlc.backends import get_backend
+
     try:
-        if mod is None:
-            raise ImportError(backend)
-        return importlib.import_module(mod)
-    except ImportError:
+        return get_backend(backend)
+    except ArgumentError:
         if where is None:
             raise ArtifactError(f"serializing '{backend}' executables is not supported by "
                                 "this xlc") from None
@@ -404,7 +360,7 @@ def select_gpu_code(manifest: Manifest, members: dict[str, bytes], device_cc: in
     The cubin is used when it is binary compatible (same major version, minor not newer than
     the device's); otherwise the PTX, which the driver JIT-compiles for any device at least as
     new as its target. ArtifactError when neither fits (the GPU is older than the code)."""
-    from xlc.artifact_manifest import CUBIN_MEMBER, PTX_MEMBER
+    from xlc.artifact.manifest import CUBIN_MEMBER, PTX_MEMBER
 
     cc = manifest.target.gpu_compute_capability
     if cc is None:
@@ -438,56 +394,8 @@ def executable_from_archive(archive: Archive) -> StoredExecutable:
     assignment = StoredAssignment(module, m, archive.members[REPORT_MEMBER].decode(),
                                   report_json)
     optimized = StoredOptimized(module, assignment, m.pass_timings)
-    if m.backend == "interpreter":
-        runner: Any = _Interpreted(module)
-    else:
-        runner = _code_io(m.backend, where).unpack(m, archive.members, module, assignment,
-                                                   where)
+    runner = _backend(m.backend, where).unpack(m, archive.members, module, assignment, where)
     return StoredExecutable(runner, optimized, m, archive.members)
-
-
-class LoadedExecutable(Compiled):
-    """A `Compiled` read back from an `.xlc` file: same call signature (pytree, shapes,
-    dtypes, argument checks), `memory_stats()`, `as_text()`, `buffer_assignment_report()`,
-    plus `manifest` and `load_seconds`."""
-
-    def __init__(self, archive: Archive, options: CompileOptions | None = None):
-        t0 = time.perf_counter()
-        m = archive.manifest
-        exe = executable_from_archive(archive)
-        sig = m.signature
-        self.manifest = m
-        self.module = exe.optimized.module
-        self.options = options or default_options()
-        self.backend = m.backend
-        self.name = sig.name
-        self.in_avals = [spec_to_aval(s) for s in sig.inputs]
-        assert self.module.entry is not None
-        self._param_trees = [shape_tree(p.shape) for p in self.module.entry.parameters]
-        self.in_tree = tree_from_json(sig.in_tree) if sig.in_tree is not None else None
-        self.out_tree = tree_from_json(sig.out_tree)
-        self.arg_names = list(sig.arg_names)
-        self.compile_seconds = float(m.compile_seconds.get("compile_s", 0.0))
-        self._exe = exe
-        self._artifact_bytes = archive.raw
-        self.load_seconds = time.perf_counter() - t0
-
-    def __repr__(self) -> str:
-        return f"<LoadedExecutable {self.name} on {self.backend}>"
-
-
-def load_bytes(data: bytes, where: str = "<bytes>",
-               max_bytes: int = MAX_ARCHIVE_BYTES) -> LoadedExecutable:
-    """Load an archive from bytes (see `load`)."""
-    return LoadedExecutable(read_archive(data, where, max_bytes))
-
-
-def load(path: str | os.PathLike[str], max_bytes: int = MAX_ARCHIVE_BYTES) -> LoadedExecutable:
-    """Load an `.xlc` file into a callable with the original signature. Raises ArtifactError
-    (before running any code) for a missing, truncated, corrupted, tampered or incompatible
-    file, and (before decompressing anything) for members declaring more than `max_bytes`
-    uncompressed in all (`xlc.artifact_archive.MAX_ARCHIVE_BYTES`, 2 GiB, by default)."""
-    return load_bytes(file_bytes(path), str(path), max_bytes)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:
@@ -504,9 +412,7 @@ def rebuild_assignment(archive: Archive, module: HloModule) -> Any | None:
     GPU ordering). Runs buffer assignment only: no HLO passes."""
     from xlc.passes.buffer_assignment import assign_buffers
 
-    alignment = 64  # xlc.passes.optimize's default, used by the CPU and interpreter
-    if archive.manifest.backend == "gpu":
-        from xlc.backend_gpu.compiler import GPU_ALIGNMENT as alignment  # noqa: N811
+    alignment = _backend(archive.manifest.backend, archive.where).alignment
     try:
         ba = assign_buffers(module, alignment=alignment)
     except Exception as e:  # a picture without slices is still a picture

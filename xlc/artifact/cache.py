@@ -73,16 +73,12 @@ def module_fingerprint(module: HloModule) -> str:
 
 
 def target_description(backend: str, options: CompileOptions) -> dict[str, Any]:
-    """What the generated code depends on besides the module and options: for the CPU the
-    host triple, CPU name and features, and the thread count baked into parallel kernels
-    (`threads=0` means every core of *this* machine). The GPU's target, `gpu_sm`, is an
-    option already."""
-    if backend == "cpu":
-        from xlc.backend_cpu.artifact_io import host_target
-        from xlc.codegen.parallel import host_threads
+    """What the generated code depends on besides the module and options (`Backend.target`:
+    for the CPU the host triple, CPU name and features, and the thread count baked into
+    parallel kernels)."""
+    from xlc.backends import get_backend
 
-        return {**host_target().model_dump(), "threads": host_threads(options.threads)}
-    return {}
+    return get_backend(backend).target(options)
 
 
 def cache_key(module: HloModule, backend: str, options: CompileOptions) -> str:
@@ -118,10 +114,11 @@ class CompileCache:
         return self.dir / f"{key}{SUFFIX}"
 
     def get(self, key: str) -> Any | None:
-        """The stored executable for `key` (an `xlc.artifact.StoredExecutable`) or None: None
+        """The stored executable for `key` (an `xlc.artifact.store.StoredExecutable`) or None: None
         for a missing or damaged entry, and for an entry whose manifest records another key
         (checked before any of its code is loaded)."""
-        from xlc.artifact import executable_from_archive, read_archive
+        from xlc.artifact.archive import read_archive
+        from xlc.artifact.store import executable_from_archive
 
         path = self.path_of(key)
         try:
@@ -158,7 +155,7 @@ class CompileCache:
 
     def entries(self) -> list[CacheEntry]:
         """Every entry, oldest first, with its module name and backend when readable."""
-        from xlc.artifact_archive import read_manifest_bytes
+        from xlc.artifact.archive import read_manifest_bytes
 
         out: list[CacheEntry] = []
         if not self.dir.is_dir():
@@ -209,7 +206,7 @@ class CompileCache:
 
 
 def _module_signature(module: HloModule) -> Any:
-    from xlc.artifact_manifest import Signature, shape_to_spec, tree_to_json
+    from xlc.artifact.manifest import Signature, shape_to_spec, tree_to_json
     from xlc.frontend.arguments import shape_tree as _shape_tree
 
     entry = module.entry
@@ -238,7 +235,7 @@ def cached_executable(module: HloModule, backend: str, options: CompileOptions,
     STATS["misses"] += 1
     exe = make(module.clone(), backend, options)
     try:
-        from xlc.artifact import build_archive
+        from xlc.artifact.store import build_archive
 
         data = build_archive(exe, backend, _module_signature(module), options,
                              {"compile_s": time.perf_counter() - t0}, cache_key=key)

@@ -1,7 +1,7 @@
 """The `xlc` console script: `hlo`, `run`, `compile`, `inspect`, `cache`, `viz`, `demo`.
 
 Exit codes: 0 success; 1 user error (one line on stderr, no traceback unless --debug); 2 usage.
-The verbs themselves live in cli_commands.py; this module only builds the argument parser and
+The verbs themselves live in commands.py; this module only builds the argument parser and
 maps errors to exit codes.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xlc.cli_commands import (
+from xlc.backends import backend_names
+from xlc.cli.commands import (
     UsageError,
     cmd_cache,
     cmd_compile,
@@ -28,12 +29,11 @@ from xlc.errors import ParseError, XlcError
 
 log = logging.getLogger("xlc.cli")
 
-BACKENDS = ("interpreter", "cpu", "gpu")
 # The verbs run on a thread with this stack and recursion limit (see `run_deep`).
 STACK_BYTES = 512 << 20
 RECURSION_LIMIT = 50_000
 
-__all__ = ["BACKENDS", "RECURSION_LIMIT", "STACK_BYTES", "UsageError", "build_parser",
+__all__ = ["RECURSION_LIMIT", "STACK_BYTES", "UsageError", "build_parser",
            "internal_error_line", "main", "run_deep"]
 
 
@@ -46,7 +46,7 @@ def _add_hlo(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--stage", choices=("raw", "optimized"), default=None,
                    help="print the module as parsed (raw, the default for .hlo) or after the "
                    "pass pipeline (optimized; what an .xlc file holds)")
-    h.add_argument("--backend", choices=BACKENDS, default=None,
+    h.add_argument("--backend", choices=backend_names(), default=None,
                    help="backend whose pipeline --stage optimized runs (default: XLC_FLAGS "
                    "--backend, else cpu)")
     h.add_argument("--dump-to", "--dump-dir", dest="dump_to", metavar="DIR",
@@ -67,7 +67,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("input", help="an .hlo text file or an .xlc executable")
     r.add_argument("--inputs", metavar="IN.npz", help="inputs, keys in0, in1, ... in order")
     r.add_argument("--output", metavar="OUT.npz", help="write outputs out0, out1, ... here")
-    r.add_argument("--backend", choices=BACKENDS, default=None,
+    r.add_argument("--backend", choices=backend_names(), default=None,
                    help="backend for .hlo input (default: XLC_FLAGS --backend, else cpu)")
     r.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
     r.set_defaults(func=cmd_run)
@@ -80,7 +80,7 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
                        ".xlc file that `xlc run` and `xlc.load` execute without recompiling.")
     c.add_argument("input", help="an .hlo file or module:function (e.g. mymodel:predict)")
     c.add_argument("-o", "--output", required=True, metavar="OUT.xlc", help="the file to write")
-    c.add_argument("--backend", choices=BACKENDS, default=None,
+    c.add_argument("--backend", choices=backend_names(), default=None,
                    help="target backend (default: XLC_FLAGS --backend, else cpu)")
     c.add_argument("--arg", action="append", metavar="SHAPE",
                    help="shape of the next positional argument, e.g. f32[8,128] (repeat)")
@@ -121,7 +121,7 @@ def _add_viz(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--stage", choices=("raw", "optimized"), default=None,
                    help="for .hlo input: draw the parsed or the optimized module (the "
                    "default; an .xlc file holds the optimized one)")
-    v.add_argument("--backend", choices=BACKENDS, default=None,
+    v.add_argument("--backend", choices=backend_names(), default=None,
                    help="pipeline for --stage optimized (default: XLC_FLAGS --backend, else "
                    "cpu)")
     v.set_defaults(func=cmd_viz)
@@ -130,7 +130,7 @@ def _add_viz(sub: argparse._SubParsersAction) -> None:
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("demo", help="compile and run the embedded demo model",
                        description="Trace, compile and run a small MLP; compare with numpy.")
-    d.add_argument("--backend", choices=BACKENDS, default=None)
+    d.add_argument("--backend", choices=backend_names(), default=None)
     d.add_argument("--quiet", action="store_true", help="don't print the HLO")
     d.set_defaults(func=cmd_demo)
 

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlc.artifact_manifest import (
+from xlc.artifact.manifest import (
     ASSIGNMENT_MEMBER,
     HLO_MEMBER,
     MANIFEST_NAME,
