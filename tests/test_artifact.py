@@ -161,6 +161,7 @@ def test_wrong_arguments_raise_before_running(tmp_path: Path, pytree_compiled: t
 
 
 def test_loading_runs_no_passes_and_no_llvm_optimization(tmp_path: Path, monkeypatch):
+    from xlc.backend_cpu import jit
     from xlc.codegen import llvm_utils
     from xlc.passes import pipeline
 
@@ -173,7 +174,7 @@ def test_loading_runs_no_passes_and_no_llvm_optimization(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(pipeline.Pipeline, "run", forbidden)
     monkeypatch.setattr(llvm_utils, "optimize", forbidden)
-    monkeypatch.setattr(llvm_utils, "compile_module", forbidden)
+    monkeypatch.setattr(jit, "compile_module", forbidden)
     monkeypatch.setattr("xlc.backend_cpu.compiler.optimize_cpu", forbidden, raising=False)
     monkeypatch.setattr("xlc.backend_cpu.compiler.compile_cpu", forbidden)
     monkeypatch.setattr("xlc.passes.buffer_assignment.assign_buffers", forbidden)
@@ -518,6 +519,7 @@ FRESH_LOADER = r"""
 import sys
 import numpy as np
 import xlc
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils
 from xlc.passes import pipeline
 
@@ -525,7 +527,7 @@ def forbidden(*a, **k):
     raise AssertionError("load must not run this")
 
 llvm_utils.optimize = forbidden
-llvm_utils.compile_module = forbidden
+jit.compile_module = forbidden
 pipeline.Pipeline.run = forbidden
 loaded = xlc.load(sys.argv[1])
 a = np.linspace(-1, 1, 300 * 200, dtype=np.float32).reshape(300, 200)

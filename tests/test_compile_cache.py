@@ -78,8 +78,7 @@ def test_key_depends_on_options_backend_and_program():
 
 def test_key_depends_on_xlc_version_and_target(monkeypatch):
     from xlc.artifact.manifest import TargetInfo
-    from xlc.backend_cpu import artifact_io
-    from xlc.codegen import parallel
+    from xlc.backend_cpu import artifact_io, parallel
 
     m = parse_module(program())
     opts = CompileOptions(threads=0)
@@ -121,7 +120,7 @@ def test_miss_then_hit(tmp_path: Path):
 
 
 def test_cpu_hit_loads_code_without_llvm(tmp_path: Path, monkeypatch):
-    from xlc.codegen import llvm_utils
+    from xlc.backend_cpu import jit
 
     opts = CompileOptions(cache_dir=str(tmp_path), backend="cpu")
     x = np.linspace(-1, 1, 16, dtype=np.float32)
@@ -130,7 +129,7 @@ def test_cpu_hit_loads_code_without_llvm(tmp_path: Path, monkeypatch):
     def forbidden(*a: object, **k: object) -> None:
         raise AssertionError("a cache hit must not run LLVM")
 
-    monkeypatch.setattr(llvm_utils, "compile_module", forbidden)
+    monkeypatch.setattr(jit, "compile_module", forbidden)
     second = xlc.compile(program("again"), backend="cpu", options=opts)
     np.testing.assert_array_equal(first(x, x), second(x, x))
 

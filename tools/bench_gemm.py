@@ -1,4 +1,4 @@
-"""Benchmark the generated GEMM (`xlc.codegen.gemm`) against numpy, side by side.
+"""Benchmark the generated GEMM (`xlc.backend_cpu.gemm`) against numpy, side by side.
 
 Usage: python tools/bench_gemm.py [--sizes 256 512 1024 2048] [--shapes MxNxK ...]
        [--threads 1 2] [--reps N] [--dtype f32|f64] [--python-threads] [--peak]
@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xlc.codegen.gemm import CompiledGemm, GemmSpec, compile_gemm  # noqa: E402
+from xlc.backend_cpu.gemm import CompiledGemm, GemmSpec, compile_gemm  # noqa: E402
 
 
 def timeit(fn: Callable[[], object], reps: int) -> tuple[float, float]:
@@ -52,6 +52,7 @@ def _peak_kernel() -> Callable[[int], float]:
     """JIT a register-only FMA loop `float peak(i64 iters)`: 24 chains x 16 lanes x 2 flop."""
     from llvmlite import ir
 
+    from xlc.backend_cpu import jit
     from xlc.codegen import llvm_utils as lu
 
     sym = lu.unique_symbol("bench_peak")
@@ -73,9 +74,9 @@ def _peak_kernel() -> Callable[[int], float]:
     for slot in slots[1:]:
         total = b.fadd(total, b.load(slot, typ=vty))
     b.ret(b.extract_element(total, ir.Constant(lu.I32, 0)))
-    lu.compile_module(mod, sym)
+    jit.compile_module(mod, sym)
     return ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(  # type: ignore[no-any-return]
-        lu.jit_engine().address(sym))
+        jit.jit_engine().address(sym))
 
 
 PEAK_FLOPS_PER_ITER = 24 * 16 * 2

@@ -14,6 +14,7 @@ import time
 import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import ElementalIrEmitter, linear_to_multi, multi_to_linear
 from xlc.hlo.parser import parse_module
@@ -64,8 +65,8 @@ def build(n: int) -> tuple[ctypes.CFUNCTYPE, float, str]:
         v = ElementalIrEmitter(bld, read_param).generate(root, linear_to_multi(bld, i, root.shape))
         lu.store_element(bld, v, fn.args[0], i, root.shape.element_type)
     bld.ret_void()
-    ref = lu.compile_module(mod, name)
-    cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 5))(lu.jit_engine().address(name))
+    ref = jit.compile_module(mod, name)
+    cfunc = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 5))(jit.jit_engine().address(name))
     return cfunc, time.perf_counter() - t0, str(ref)
 
 
@@ -98,7 +99,7 @@ def per_function(repeats: int) -> None:
             v = lu.load_element(bld, func.args[1], i, pt)
             lu.store_element(bld, fn(bld, v), func.args[0], i, pt)
         bld.ret_void()
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(n) * 3).astype(np.float32)
     ax = np.abs(x)
@@ -110,7 +111,7 @@ def per_function(repeats: int) -> None:
     for fname in xm.UNARY:
         src = ax if fname in ("log", "sqrt", "rsqrt", "log1p") else x
         cf = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-            lu.jit_engine().address(f"{name}_{fname}"))
+            jit.jit_engine().address(f"{name}_{fname}"))
         t = timeit(lambda cf=cf, src=src: cf(out.ctypes.data, src.ctypes.data, n), repeats)
         line = f"  {fname:9s} xlc {t / n * 1e9:6.3f}"
         if fname in refs:

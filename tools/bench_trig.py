@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen import math as xm
 from xlc.hlo.shape import PrimitiveType
@@ -65,11 +66,11 @@ def _build() -> dict[tuple[str, str, bool], Kernel]:
                     lu.store_element(b, y, func.args[0], i, pt)
                 b.ret_void()
                 syms[(fname, pt.dtype.name, bounded)] = sym
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
     out: dict[tuple[str, str, bool], Kernel] = {}
     for key, sym in syms.items():
-        out[key] = functools.partial(_call, proto(lu.jit_engine().address(sym)))
+        out[key] = functools.partial(_call, proto(jit.jit_engine().address(sym)))
     return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from xlc.hlo.ir import HloModule
 from xlc.hlo.shape import Shape
 from xlc.options import CompileOptions
+from xlc.passes.heap_simulator import DEFAULT_ALIGNMENT
 
 
 def flatten_value(value: Any, shape: Shape) -> list[np.ndarray]:
@@ -68,7 +69,7 @@ class InterpreterBackend:
     code stages and no code members in `.xlc` files."""
 
     name = "interpreter"
-    alignment = 64
+    alignment = DEFAULT_ALIGNMENT
 
     def passes(self, options: CompileOptions) -> list[Any]:
         """The interpreter pipeline (`xlc.passes.optimize.interpreter_passes`)."""
@@ -81,7 +82,8 @@ class InterpreterBackend:
         from xlc.passes.optimize import optimize_module
 
         opts = options if options.backend == self.name else options.replace(backend=self.name)
-        return optimize_module(module, opts, passes=self.passes(opts), name=self.name)
+        return optimize_module(module, opts, passes=self.passes(opts),
+                               alignment=self.alignment, name=self.name)
 
     def compile(self, module: HloModule, options: CompileOptions) -> InterpreterExecutable:
         """The optimized module, ready to run on the evaluator."""

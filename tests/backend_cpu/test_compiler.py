@@ -163,7 +163,7 @@ def test_entry_edge_cases(body: str, args: list) -> None:
 
 
 def test_threaded_kernels_run_on_the_thread_pool() -> None:
-    from xlc.codegen.parallel import host_threads
+    from xlc.backend_cpu.parallel import host_threads
 
     text = """HloModule m
 ENTRY e {

@@ -491,7 +491,7 @@ def test_transposed_operands_big_dot_uses_packed_gemm() -> None:
     from xlc.backend_cpu import compile_cpu
     from xlc.hlo.parser import parse_module
 
-    # q @ k^T: rhs contracting dim is its minor dim (strided along n) -> xlc.codegen.gemm
+    # q @ k^T: rhs contracting dim is its minor dim (strided along n) -> xlc.backend_cpu.gemm
     dims = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
     text = _dot_text((130, 96), (200, 96), dims, "f32[130,200]")
     assert ".gemm." in compile_cpu(parse_module(text)).llvm_ir

@@ -8,8 +8,8 @@ import pytest
 import xlc
 from tests.backend_cpu.helpers import check, rand
 from tests.passes.filecheck import assert_same_numerics, filecheck, printed, run_passes
+from xlc.backend_cpu.gemm import GemmSpec, recommended_threads, scratch_bytes
 from xlc.backend_cpu.gemm_workspace import GemmWorkspace
-from xlc.codegen.gemm import GemmSpec, recommended_threads, scratch_bytes
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.parser import parse_module
 
@@ -79,7 +79,7 @@ def test_workspace_is_a_temp_of_the_assignment_and_no_call_mallocs() -> None:
     megabytes per call), and the generated code calls no allocator."""
     exe = xlc.compile(DOT, backend="cpu")
     stats = exe.memory_stats()
-    from xlc.codegen.parallel import host_threads
+    from xlc.backend_cpu.parallel import host_threads
 
     threads = host_threads(0)
     assert stats["temp_bytes"] >= _scratch(300, 250, 200, threads) > 0

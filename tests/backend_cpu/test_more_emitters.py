@@ -190,7 +190,7 @@ def test_dots_with_unmergeable_dims_run_as_gemm_calls(lhs: str, rhs: str, out: s
                                                        loops: int, spec: tuple) -> None:
     """Dims that no single stride describes become loops around GEMM calls (these were
     scalar loop nests, 10-90x slower)."""
-    from xlc.codegen.gemm_dot import gemm_plan_for_dot
+    from xlc.backend_cpu.gemm_dot import gemm_plan_for_dot
     from xlc.hlo.parser import parse_module
 
     text = f"""HloModule m

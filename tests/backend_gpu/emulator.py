@@ -23,7 +23,6 @@ import numpy as np
 
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.thunks import (
-    BufferSlice,
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
     KernelThunk,
@@ -33,6 +32,7 @@ from xlc.backend_gpu.thunks import (
     Thunk,
     WhileThunk,
 )
+from xlc.passes.allocation import Slice
 
 _SREG = ctypes.CFUNCTYPE(ctypes.c_int32)
 _VOID = ctypes.CFUNCTYPE(None)
@@ -197,11 +197,11 @@ class Emulator:
         self.buffers: list[np.ndarray] = []
 
     # ---- memory ------------------------------------------------------------------------
-    def _view(self, sl: BufferSlice) -> np.ndarray:
-        return self.buffers[sl.allocation][sl.offset:sl.offset + sl.size]
+    def _view(self, sl: Slice) -> np.ndarray:
+        return self.buffers[sl.index][sl.offset:sl.offset + sl.size]
 
-    def _addr(self, sl: BufferSlice) -> int:
-        return int(self.buffers[sl.allocation].ctypes.data) + sl.offset
+    def _addr(self, sl: Slice) -> int:
+        return int(self.buffers[sl.index].ctypes.data) + sl.offset
 
     def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
         """Run the schedule once on host memory; returns the flat outputs."""

@@ -29,7 +29,7 @@ def test_corpus_case_compiles_to_ptx(name: str) -> None:
             assert 1 <= t.block[0] * t.block[1] * t.block[2] <= 1024, t
             assert all(g >= 1 for g in t.grid) and t.grid[0] < 2**31 and t.grid[1] < 65536
             for a in t.args:
-                alloc = exe.assignment.allocations[a.slice.allocation]
+                alloc = exe.assignment.allocations[a.slice.index]
                 assert a.slice.offset + a.slice.size <= alloc.size
                 # natural alignment at least (128-bit vector accesses check 16 themselves)
                 size = a.slice.size

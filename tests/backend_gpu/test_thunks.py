@@ -9,7 +9,6 @@ import pytest
 from tests.backend_gpu.helpers import compile_text, compiled_case
 from tests.conftest import corpus_cases, requires_corpus
 from xlc.backend_gpu.thunks import (
-    BufferSlice,
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
     KernelArg,
@@ -21,29 +20,37 @@ from xlc.backend_gpu.thunks import (
     thunk_from_dict,
 )
 from xlc.errors import ArtifactError
+from xlc.passes.allocation import BufferAllocation, Slice
+
+ALLOCS = [BufferAllocation(i, 1024) for i in range(6)]
+
+
+def _slice(allocation: int, offset: int, size: int) -> Slice:
+    """A Slice of allocation number `allocation` of ALLOCS."""
+    return Slice(ALLOCS[allocation], offset, size)
 
 
 def _every_kind() -> SequentialThunk:
-    s = BufferSlice(1, 256, 64)
+    s = _slice(1, 256, 64)
     k = KernelThunk("fusion.1", kernel="fusion_1_k", grid=(4, 1, 1), block=(128, 1, 1),
                     shared_bytes=512, args=[KernelArg(s, True, False),
-                                            KernelArg(BufferSlice(2, 0, 64), False, True)],
+                                            KernelArg(_slice(2, 0, 64), False, True)],
                     stream=1, wait_events=[0], record_event=3)
     w = WhileThunk("while.1", condition=SequentialThunk("cond", thunks=[k]),
-                   predicate=BufferSlice(3, 0, 1),
+                   predicate=_slice(3, 0, 1),
                    body=SequentialThunk("body", thunks=[MemzeroThunk("z", dest=s)]))
-    c = ConditionalThunk("cond.1", index=BufferSlice(4, 0, 4), index_is_pred=False,
+    c = ConditionalThunk("cond.1", index=_slice(4, 0, 4), index_is_pred=False,
                          branches=[SequentialThunk("b0"),
                                    SequentialThunk("b1", thunks=[
                                        Memset32Thunk("m", dest=s, value=0x3F800000)])])
-    d = DeviceToDeviceCopyThunk("copy.1", src=s, dst=BufferSlice(5, 0, 64))
+    d = DeviceToDeviceCopyThunk("copy.1", src=s, dst=_slice(5, 0, 64))
     return SequentialThunk("main", thunks=[k, w, c, d])
 
 
 def test_every_thunk_kind_round_trips_through_json() -> None:
     seq = _every_kind()
     d = seq.to_dict()
-    again = thunk_from_dict(json.loads(json.dumps(d)))
+    again = thunk_from_dict(json.loads(json.dumps(d)), ALLOCS)
     assert again.to_dict() == d
     assert again == seq
     kinds = [t.kind for t in again.walk()]
@@ -55,17 +62,17 @@ def test_every_thunk_kind_round_trips_through_json() -> None:
 def test_read_and_write_sets() -> None:
     seq = _every_kind()
     k = seq.thunks[0]
-    assert k.reads() == [BufferSlice(1, 256, 64)]
-    assert k.writes() == [BufferSlice(2, 0, 64)]
-    assert BufferSlice(3, 0, 1) not in seq.thunks[1].reads()  # the predicate is host-read
-    assert seq.thunks[2].reads()[0] == BufferSlice(4, 0, 4)
-    assert BufferSlice(1, 0, 300).overlaps(BufferSlice(1, 256, 64))
-    assert not BufferSlice(1, 0, 256).overlaps(BufferSlice(1, 256, 64))
+    assert k.reads() == [_slice(1, 256, 64)]
+    assert k.writes() == [_slice(2, 0, 64)]
+    assert _slice(3, 0, 1) not in seq.thunks[1].reads()  # the predicate is host-read
+    assert seq.thunks[2].reads()[0] == _slice(4, 0, 4)
+    assert _slice(1, 0, 300).overlaps(_slice(1, 256, 64))
+    assert not _slice(1, 0, 256).overlaps(_slice(1, 256, 64))
 
 
 def test_unknown_thunk_kind_is_an_artifact_error() -> None:
     with pytest.raises(ArtifactError, match="unknown thunk kind 'gemm_cublas' in artifact"):
-        thunk_from_dict({"kind": "gemm_cublas", "hlo": "dot"})
+        thunk_from_dict({"kind": "gemm_cublas", "hlo": "dot"}, ALLOCS)
 
 
 @requires_corpus
@@ -73,12 +80,12 @@ def test_unknown_thunk_kind_is_an_artifact_error() -> None:
 def test_corpus_schedule_round_trips(name: str) -> None:
     exe = compiled_case(name)
     d = json.loads(json.dumps(exe.to_dict()))
-    assert thunk_from_dict(d["thunks"]).to_dict() == exe.thunks.to_dict()
+    assert thunk_from_dict(d["thunks"], exe.allocations).to_dict() == exe.thunks.to_dict()
     assert d["kernels"] == exe.kernel_names
     # every thunk writes only to allocations that are not read-only (parameters, constants)
     for t in exe.all_thunks():
         for s in t.writes():
-            alloc = exe.assignment.allocations[s.allocation]
+            alloc = exe.assignment.allocations[s.index]
             assert not alloc.is_readonly, (t.hlo, alloc)
 
 

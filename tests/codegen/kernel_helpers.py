@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.shape import PrimitiveType
 
@@ -52,7 +53,7 @@ class KernelModule:
         self.kernels[key] = (sym, list(in_types), out_type, w)
 
     def compile(self, opt_level: int = 3) -> None:
-        self.ref = lu.compile_module(self.module, self.name, opt_level)
+        self.ref = jit.compile_module(self.module, self.name, opt_level)
 
     def __call__(self, key: str, *arrays: np.ndarray) -> np.ndarray:
         sym, in_types, out_type, w = self.kernels[key]
@@ -62,6 +63,6 @@ class KernelModule:
                for a, pt in zip(arrays, in_types)]
         out = np.empty(padded, dtype=out_type.dtype)
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 + len(ins))), ctypes.c_int64)
-        fn = proto(lu.jit_engine().address(sym))
+        fn = proto(jit.jit_engine().address(sym))
         fn(out.ctypes.data, *[a.ctypes.data for a in ins], padded)
         return out[:n].reshape(arrays[0].shape)

@@ -9,6 +9,7 @@ import pytest
 from llvmlite import ir
 
 from tests.conftest import corpus_cases, requires_corpus
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import (
     ElementalIrEmitter,
@@ -94,7 +95,7 @@ def test_corpus_loop_fusions(case: str) -> None:
     for k, f in enumerate(fusions):
         syms.append(f"{name}_{k}")
         _emit(mod, syms[-1], f.fused_computation)
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     rng = np.random.default_rng(0)
     for f, sym in zip(fusions, syms):
         fc = f.fused_computation
@@ -104,7 +105,7 @@ def test_corpus_loop_fusions(case: str) -> None:
         out = np.empty(fc.root.shape.num_elements, fc.root.shape.dtype)
         bufs = [_physical(a, p.shape) for a, p in zip(args, fc.parameters)]
         ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 + len(bufs))))(
-            lu.jit_engine().address(sym))(out.ctypes.data, *[x.ctypes.data for x in bufs])
+            jit.jit_engine().address(sym))(out.ctypes.data, *[x.ctypes.data for x in bufs])
         got = _logical(out, fc.root.shape)
         if got.dtype.kind == "f":
             np.testing.assert_allclose(got, want, rtol=3e-5, atol=1e-6, equal_nan=True,

@@ -321,6 +321,7 @@ def test_generators_work_on_vectors() -> None:
     """The same generators applied to <8 x T> values give the scalar results."""
     from llvmlite import ir
 
+    from xlc.backend_cpu import jit
     from xlc.codegen import llvm_utils as lu
 
     name = lu.unique_symbol("elemental_vec")
@@ -337,7 +338,7 @@ def test_generators_work_on_vectors() -> None:
             lu.store_vector(b, elemental.emit_elemental(b, inst, vals), fn.args[0], off, out)
         b.ret_void()
         syms[cid] = fn.name
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     import ctypes
 
     scalar = KernelModule("elemental_scalar")
@@ -349,7 +350,7 @@ def test_generators_work_on_vectors() -> None:
         bufs = [np.ascontiguousarray(a, dtype=pt.dtype) for a, pt in zip(inputs, ins)]
         got = np.empty(N, out.dtype)
         ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 + len(bufs))))(
-            lu.jit_engine().address(syms[cid]))(got.ctypes.data, *[a.ctypes.data for a in bufs])
+            jit.jit_engine().address(syms[cid]))(got.ctypes.data, *[a.ctypes.data for a in bufs])
         want = scalar(cid, *inputs)
         np.testing.assert_array_equal(got.view(f"u{out.dtype.itemsize}") if out.byte_size > 1
                                       else got, want.view(f"u{out.dtype.itemsize}")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llvmlite import ir
 
+from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import ElementalIrEmitter, linear_to_multi, multi_to_linear
 from xlc.errors import UnsupportedOpError
@@ -129,7 +130,7 @@ def compiled() -> dict:
         sym = f"{name}_{k}"
         _emit_fusion_kernel(mod, sym, fused)
         out[k] = (m, sym)
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     return out
 
 
@@ -158,7 +159,7 @@ def test_fusion_matches_evaluator(compiled: dict, case: str) -> None:
         out = np.empty(root.shape.num_elements, root.shape.dtype)
         bufs = [_physical(a, p.shape) for a, p in zip(args, m.entry.parameters)]
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 + len(bufs))))
-        proto(lu.jit_engine().address(sym))(out.ctypes.data, *[x.ctypes.data for x in bufs])
+        proto(jit.jit_engine().address(sym))(out.ctypes.data, *[x.ctypes.data for x in bufs])
         got = _logical(out, root.shape)
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                    rtol=1e-6 if root.shape.dtype.itemsize > 2 else 8e-3)
@@ -206,10 +207,10 @@ def test_for_nest_and_index_round_trip() -> None:
         lu.store_element(b, lin, fn.args[0], lin, shape.element_type)
         lu.store_element(b, ok, fn.args[1], lin, PrimitiveType.PRED)
     b.ret_void()
-    lu.compile_module(mod, name)
+    jit.compile_module(mod, name)
     out = np.full(60, -1, np.int64)
     ok_buf = np.zeros(60, np.bool_)
-    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lu.jit_engine().address(name))(
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(jit.jit_engine().address(name))(
         out.ctypes.data, ok_buf.ctypes.data)
     np.testing.assert_array_equal(out, np.arange(60))
     assert ok_buf.all()
@@ -298,12 +299,12 @@ def test_random_movement_chains_match_evaluator(chain: tuple) -> None:
     name = lu.unique_symbol("chain")
     mod = lu.new_module(name)
     _emit_fusion_kernel(mod, name, m.entry.root.fused_computation)
-    lu.compile_module(mod, name, opt_level=1)
+    jit.compile_module(mod, name, opt_level=1)
     x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
     want = np.asarray(evaluate(m, [x]))
     root = m.entry.root
     out = np.empty(root.shape.num_elements, np.float32)
     buf = _physical(x, m.entry.parameters[0].shape)
-    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(lu.jit_engine().address(name))(
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(jit.jit_engine().address(name))(
         out.ctypes.data, buf.ctypes.data)
     np.testing.assert_array_equal(_logical(out, root.shape), want, err_msg=body)

@@ -13,14 +13,29 @@ Also here: converting pytree `TreeDef`s and argument avals to and from JSON-able
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from xlc.errors import ArtifactError
+from xlc.hlo.shape import ShapeIndex
+from xlc.passes.allocation import BufferAllocation, Slice
 
 FORMAT = "xlc-executable"
-FORMAT_VERSION = 2  # 2: the manifest is sealed by the sha256 in the zip comment
+FORMAT_VERSION = 3
+"""2: the manifest is sealed by the sha256 in the zip comment; 3: an output slice is
+`{"output_index", "slice": Slice.to_json()}` (was `{"output_index", "allocation", "offset",
+"size"}`). Version 2 files are read (upgraded on parsing, `_upgrade`)."""
+READABLE_VERSIONS = (2, FORMAT_VERSION)
 MANIFEST_NAME = "manifest.json"
 SEAL_PREFIX = b"xlc-manifest-sha256:"
 
@@ -83,29 +98,27 @@ class AliasInfo(_Model):
     kind: str = "may-alias"
 
 
-class AllocationInfo(_Model):
-    """One BufferAllocation, enough for a runtime to build its buffer table."""
-
-    index: int
-    kind: str
-    size: int
-    color: int = 0
-    parameter_number: int = -1
-    parameter_index: list[int] = Field(default_factory=list)
-    maybe_live_out: bool = False
-    aliased_with_output: bool = False
-    is_tuple: bool = False
-    is_thread_local: bool = False
-    is_constant: bool = False
+def _allocation(value: Any) -> BufferAllocation:
+    """A manifest allocation entry (`BufferAllocation.to_json()`) as the one type."""
+    return value if isinstance(value, BufferAllocation) else BufferAllocation.from_json(value)
 
 
-class SliceInfo(_Model):
-    """Where one leaf of the entry root (an output) lives."""
+if TYPE_CHECKING:
+    StoredAllocation = BufferAllocation
+else:  # pydantic must not look inside the dataclass (its LogicalBuffer map is compile-time)
+    StoredAllocation = Annotated[
+        Any, PlainValidator(_allocation),
+        PlainSerializer(lambda a: a.to_json(), return_type=dict),
+        WithJsonSchema({"type": "object", "description": "BufferAllocation.to_json()"})]
+"""A BufferAllocation stored as its JSON (flags only, no LogicalBuffers)."""
+
+
+class OutputSlice(_Model):
+    """Where one leaf of the entry root (an output) lives: `slice` is `Slice.to_json()`,
+    `[allocation, offset, size]` (`Manifest.output_slice_table` resolves it)."""
 
     output_index: list[int]
-    allocation: int
-    offset: int
-    size: int
+    slice: list[int]
 
 
 class ScheduledOp(_Model):
@@ -151,8 +164,8 @@ class Manifest(_Model):
     options: dict[str, Any] = Field(default_factory=dict)
     signature: Signature
     input_output_alias: list[AliasInfo] = Field(default_factory=list)
-    allocations: list[AllocationInfo] = Field(default_factory=list)
-    output_slices: list[SliceInfo] = Field(default_factory=list)
+    allocations: list[StoredAllocation] = Field(default_factory=list)
+    output_slices: list[OutputSlice] = Field(default_factory=list)
     schedule: list[ScheduledOp] = Field(default_factory=list)
     constants: list[ConstantInfo] = Field(default_factory=list)
     memory_stats: dict[str, int] = Field(default_factory=dict)
@@ -161,6 +174,21 @@ class Manifest(_Model):
     cache_key: str | None = Field(None, description="the compile-cache key an entry of the "
                                   "cache was stored under (checked on every hit)")
     members: dict[str, MemberInfo] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_tables(self) -> Manifest:
+        """The allocation table is numbered 0..n-1 and every output slice names one of it."""
+        for position, a in enumerate(self.allocations):
+            if a.index != position:
+                raise ValueError(f"allocation {a.index} is listed at position {position}")
+        self.output_slice_table()
+        return self
+
+    def output_slice_table(self) -> dict[ShapeIndex, Slice]:
+        """Output index -> the Slice (of `allocations`) holding that leaf of the entry root.
+        ValueError for a slice the allocation table does not hold."""
+        return {tuple(s.output_index): Slice.from_json(s.slice, self.allocations)
+                for s in self.output_slices}
 
 
 def seal(manifest_bytes: bytes) -> bytes:
@@ -185,9 +213,9 @@ def parse_manifest(data: bytes, where: str, comment: bytes | None = None) -> Man
         raise ArtifactError(f"{where}: not an xlc executable (the manifest has no "
                             f"format '{FORMAT}')")
     version = raw.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ArtifactError(f"{where}: unsupported format version {version!r}; this xlc reads "
-                            f"version {FORMAT_VERSION} (written by xlc "
+                            f"version {FORMAT_VERSION} or 2 (written by xlc "
                             f"{raw.get('xlc_version', '?')}); recompile it with this xlc")
     if comment is not None and comment != seal(data):
         if not comment.startswith(SEAL_PREFIX):
@@ -196,10 +224,30 @@ def parse_manifest(data: bytes, where: str, comment: bytes | None = None) -> Man
         raise ArtifactError(f"{where}: checksum mismatch for {MANIFEST_NAME}; the file was "
                             "modified or damaged, refusing to load it")
     try:
-        return Manifest.model_validate(raw)
-    except ValueError as e:
-        first = str(e).splitlines()[0]
-        raise ArtifactError(f"{where}: the manifest is malformed ({first})") from None
+        return Manifest.model_validate(_upgrade(raw))
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ArtifactError(f"{where}: the manifest is malformed ({loc + ': ' if loc else ''}"
+                            f"{err['msg']})") from None
+
+
+def _upgrade(raw: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 manifest in the current format: its output slices become
+    `{"output_index", "slice"}` (nothing else changed). Later versions pass through."""
+    if raw.get("format_version") != 2:
+        return raw
+    slices = raw.get("output_slices", [])
+    if isinstance(slices, list):
+        raw = {**raw, "output_slices": [_upgrade_slice(s) for s in slices]}
+    return {**raw, "format_version": FORMAT_VERSION}
+
+
+def _upgrade_slice(entry: Any) -> Any:
+    if not isinstance(entry, dict) or "slice" in entry:
+        return entry
+    rest = {k: v for k, v in entry.items() if k not in ("allocation", "offset", "size")}
+    return {**rest, "slice": [entry.get("allocation"), entry.get("offset"), entry.get("size")]}
 
 
 # ---- pytree and aval conversion ------------------------------------------------------------

@@ -40,14 +40,13 @@ from xlc.artifact.manifest import (
     MEMORY_MEMBER,
     REPORT_MEMBER,
     AliasInfo,
-    AllocationInfo,
     ConstantInfo,
     Manifest,
     MemberInfo,
+    OutputSlice,
     PassTime,
     ScheduledOp,
     Signature,
-    SliceInfo,
     TargetInfo,
     aval_to_spec,
     seal,
@@ -58,6 +57,7 @@ from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.shape import ShapeIndex
 from xlc.options import CompileOptions, default_options
+from xlc.passes.allocation import BufferAllocation, Slice
 
 log = logging.getLogger("xlc.artifact")
 
@@ -71,41 +71,6 @@ class PackedCode:
 
 
 # ---- the optimized program as stored ---------------------------------------------------------
-@dataclass
-class _Alloc:
-    """A stored BufferAllocation (the fields a runtime reads)."""
-
-    index: int
-    size: int
-    kind: str
-    color: int = 0
-    is_entry_computation_parameter: bool = False
-    parameter_number: int = -1
-    parameter_index: ShapeIndex = ()
-    is_constant: bool = False
-    is_thread_local: bool = False
-    maybe_live_out: bool = False
-    is_tuple: bool = False
-    aliased_with_output: bool = False
-
-    @property
-    def is_preallocated_temp(self) -> bool:
-        """Whether this is a temp allocation (the runtime allocates it once)."""
-        return self.kind == "temp"
-
-
-@dataclass(frozen=True)
-class _Slice:
-    allocation: _Alloc
-    offset: int
-    size: int
-
-    @property
-    def index(self) -> int:
-        """The allocation's index in the buffer table."""
-        return self.allocation.index
-
-
 class StoredAssignment:
     """The buffer assignment as the manifest records it: the allocation table, the slices of
     the entry root's leaves, the stats and the text/JSON reports. Answers the queries a
@@ -114,33 +79,26 @@ class StoredAssignment:
     def __init__(self, module: HloModule, manifest: Manifest, report: str,
                  report_json: dict[str, Any]):
         self.module = module
-        self.allocations = [
-            _Alloc(a.index, a.size, a.kind, a.color, a.kind == "parameter", a.parameter_number,
-                   tuple(a.parameter_index), a.is_constant, a.is_thread_local,
-                   a.maybe_live_out, a.is_tuple, a.aliased_with_output)
-            for a in manifest.allocations]
-        by_index = {a.index: a for a in self.allocations}
-        self._root_slices: dict[ShapeIndex, _Slice] = {}
-        for s in manifest.output_slices:
-            if s.allocation not in by_index:
-                raise ArtifactError(f"manifest: output slice names unknown allocation "
-                                    f"{s.allocation}")
-            self._root_slices[tuple(s.output_index)] = _Slice(by_index[s.allocation], s.offset,
-                                                              s.size)
+        # the manifest's own objects: its output slices resolve against this same table
+        self.allocations: list[BufferAllocation] = list(manifest.allocations)
+        try:
+            self._root_slices = manifest.output_slice_table()
+        except ValueError as e:
+            raise ArtifactError(f"manifest: {e}") from None
         self._stats = dict(manifest.memory_stats)
         self._report = report
         self._json = report_json
         # (computation, instruction, index) -> slice, for every buffer the report lists
-        self._defined: dict[tuple[str, str, ShapeIndex], _Slice] = {}
+        self._defined: dict[tuple[str, str, ShapeIndex], Slice] = {}
         for a in report_json.get("allocations", []):
-            alloc = by_index.get(a.get("index"))
-            if alloc is None:
+            index = a.get("index")
+            if not isinstance(index, int) or not 0 <= index < len(self.allocations):
                 continue
             for b in a.get("assigned", []):
                 key = (b["computation"], b["instruction"], tuple(b["shape_index"]))
-                self._defined[key] = _Slice(alloc, b["offset"], b["size"])
+                self._defined[key] = Slice(self.allocations[index], b["offset"], b["size"])
 
-    def slice_of(self, inst: HloInstruction, index: ShapeIndex = ()) -> _Slice:
+    def slice_of(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
         """The slice holding `inst` at `index`: the recorded output slices for the entry root,
         otherwise the slice of the buffer `inst` defines there. ArtifactError when the stored
         assignment has neither."""
@@ -155,7 +113,7 @@ class StoredAssignment:
                                 f"{inst.name}{list(index)}")
         return found
 
-    def temp_allocations(self) -> list[_Alloc]:
+    def temp_allocations(self) -> list[BufferAllocation]:
         """The temp allocations, in index order."""
         return [a for a in self.allocations if a.is_preallocated_temp]
 
@@ -234,24 +192,20 @@ def _parts(exe: Any) -> tuple[HloModule, Any, list[PassTime]]:
                         "module and buffer assignment")
 
 
-def _allocations(assignment: Any) -> list[AllocationInfo]:
-    return [AllocationInfo(
-        index=a.index, kind=a.kind, size=a.size, color=a.color,
-        parameter_number=a.parameter_number, parameter_index=list(a.parameter_index),
-        maybe_live_out=a.maybe_live_out, aliased_with_output=a.aliased_with_output,
-        is_tuple=a.is_tuple, is_thread_local=a.is_thread_local, is_constant=a.is_constant)
-        for a in assignment.allocations]
+def _allocations(assignment: Any) -> list[BufferAllocation]:
+    """Copies of the assignment's allocations with their flags only (`to_json`), for the
+    manifest: the LogicalBuffers stay with the compile."""
+    return [BufferAllocation.from_json(a.to_json()) for a in assignment.allocations]
 
 
 def _entry_tables(module: HloModule, assignment: Any
-                  ) -> tuple[list[SliceInfo], list[ScheduledOp], list[ConstantInfo]]:
+                  ) -> tuple[list[OutputSlice], list[ScheduledOp], list[ConstantInfo]]:
     entry = module.entry
     assert entry is not None and entry.root is not None
     slices = []
     for index, _shape in entry.root.shape.leaves():
         sl = assignment.slice_of(entry.root, index)
-        slices.append(SliceInfo(output_index=list(index), allocation=sl.index,
-                                offset=sl.offset, size=sl.size))
+        slices.append(OutputSlice(output_index=list(index), slice=sl.to_json()))
     order = (module.schedule or {}).get(entry) or entry.instructions
     schedule = [ScheduledOp(name=i.name, opcode=i.opcode.text,
                             shape=i.shape.to_text(layout=False),

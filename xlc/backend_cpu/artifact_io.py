@@ -45,7 +45,7 @@ def pack(exe: Any) -> Any:
     """The code members of a CpuExecutable: its host object code (ELF), the object code of
     every run-time library it calls (`code/lib/<name>.o`: thread pool, GEMMs) and the target."""
     from xlc.artifact.store import PackedCode
-    from xlc.codegen import runtime_lib
+    from xlc.backend_cpu import runtime_lib
 
     if not hasattr(exe, "object_code") or not hasattr(exe, "entry_name"):
         raise ArtifactError(f"cannot serialize a {type(exe).__name__}: it exposes no object "
@@ -118,7 +118,7 @@ def _link_libraries(needed: list[str], members: dict[str, bytes], where: str) ->
     (`code/lib/<name>.o`, linked without LLVM optimization) or, for a file without them, from
     this process's. A library member the code does not need is refused (it is not code the
     manifest vouches for running)."""
-    from xlc.codegen import runtime_lib
+    from xlc.backend_cpu import runtime_lib
 
     wanted = set(runtime_lib.libraries_for(needed))
     for member, data in members.items():
@@ -142,13 +142,10 @@ class _LinkedCode:
     def __init__(self, obj: bytes, symbol: str, where: str):
         import llvmlite.binding as llvm
 
-        from xlc.codegen import llvm_utils as lu
+        from xlc.backend_cpu.jit import new_mcjit_engine
 
         with _lock:
-            tm = lu.target_machine(3, jit=True)
-            # create_mcjit_compiler owns the target machine: drop it from the shared cache.
-            lu._target_machines.pop((3, True, False), None)
-            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+            self.engine = new_mcjit_engine()
             _check_symbols(obj, where)
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.engine.finalize_object()

@@ -12,12 +12,17 @@ from xlc.options import CompileOptions
 
 log = logging.getLogger("xlc.backend_cpu")
 
+CPU_ALIGNMENT = 64
+"""Every buffer slice of 64 bytes or more starts on a 64-byte boundary (a cache line, one
+AVX-512 vector), and the runtime allocates its blocks this aligned; emitters may use
+aligned vector stores on such slices."""
+
 
 class CpuBackend:
     """Native code for this machine (LLVM through llvmlite), 64-byte slices."""
 
     name = "cpu"
-    alignment = 64  # xlc.passes.optimize's default, which the CPU pipeline uses
+    alignment = CPU_ALIGNMENT
 
     def passes(self, options: CompileOptions) -> list[Any]:
         """The CPU pass list (`compiler.cpu_passes`)."""
@@ -41,7 +46,7 @@ class CpuBackend:
         """The host triple, CPU name and features, and the thread count baked into parallel
         kernels (`threads=0` means every core of *this* machine)."""
         from xlc.backend_cpu.artifact_io import host_target
-        from xlc.codegen.parallel import host_threads
+        from xlc.backend_cpu.parallel import host_threads
 
         return {**host_target().model_dump(), "threads": host_threads(options.threads)}
 

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from xlc.backend_cpu import jit
+from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.dedupe import dedupe_functions
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
 from xlc.backend_cpu.gemm_workspace import GemmWorkspace
+from xlc.backend_cpu.parallel import host_threads
 from xlc.backend_cpu.registry import EMITTERS
+from xlc.backend_cpu.sort_workspace import SortWorkspace
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.parallel import host_threads
 from xlc.compile_stages import Stages, gc_paused
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloModule
@@ -47,13 +50,16 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
         # packing scratch is a buffer of the assignment; after fusion (dots are never fused
         # producers), before copy insertion and scheduling see the final instructions.
         GemmWorkspace(host_threads(options.threads)),
+        # Likewise the radix / merge sorts' scratch (sorts of lines longer than 48).
+        SortWorkspace(host_threads(options.threads)),
         *standard[at:],
     ]
 
 
 def run_cpu_passes(module: HloModule, options: CompileOptions) -> OptimizedModule:
     """Run the CPU pipeline on `module` (in place), schedule it and assign its buffers."""
-    return optimize_module(module, options, passes=cpu_passes(options), name="cpu")
+    return optimize_module(module, options, passes=cpu_passes(options),
+                           alignment=CPU_ALIGNMENT, name="cpu")
 
 
 def _check_entry(module: HloModule, ba: BufferAssignment) -> None:
@@ -91,9 +97,9 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None, *,
             ref = lu.parse_and_verify(llvm_ir, entry_name)
             optimize_cpu(ref, options.opt_level)
         with stages.run("llvm-codegen", "llvm_s"):
-            lu.jit_engine().add_module(ref)
+            jit.jit_engine().add_module(ref)
     timings = dict(stages.timings)
-    exe = CpuExecutable(mod, ba, entry_name, lu.jit_engine().address(entry_name),
+    exe = CpuExecutable(mod, ba, entry_name, jit.jit_engine().address(entry_name),
                         llvm_ir=llvm_ir, optimized_ir=str(ref), timings=timings,
                         optimized=optimized)
     if options.dump_to:

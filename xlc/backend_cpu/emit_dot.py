@@ -31,9 +31,9 @@ from xlc.backend_cpu.emitter import (
     i64,
     overlaps_an_operand,
 )
+from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -43,7 +43,7 @@ log = logging.getLogger("xlc.backend_cpu")
 
 USE_CODEGEN_GEMM = True
 """f32/f64 dots that emit_matmul does not take (`matmul_applicable`: its sweet spot of sizes and
-layouts) go to the packed GEMM of xlc.codegen.gemm (a run-time library call, emit_gemm.py)."""
+layouts) go to the packed GEMM of xlc.backend_cpu.gemm (a run-time library call, emit_gemm.py)."""
 GEMM_MIN_FLOPS = 2 * 40 ** 3
 """Smaller dots use the loop nests below. From ~40^3 the packed GEMM wins despite its packing
 (2-core test VM: 48^3 8.4 -> 5.2 us, 64^3 8.7 -> 6.5 us, 80^3 21.8 -> 10.1 us)."""

@@ -1,4 +1,4 @@
-"""Dots through the shared packed GEMM generator (`xlc.codegen.gemm`, BLIS-style: packed A and
+"""Dots through the shared packed GEMM generator (`xlc.backend_cpu.gemm`, BLIS-style: packed A and
 B panels, 14 x 32 AVX-512 register tiles, split over m or n panels into `gemm_shares` shares,
 several per thread, that any thread of the pool takes; packing scratch is per thread slot).
 
@@ -20,15 +20,15 @@ import logging
 from llvmlite import ir
 
 from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, i64
-from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm import (
+from xlc.backend_cpu.gemm import (
     emit_gemm,
     emit_gemm_entry,
     gemm_shares,
     recommended_threads,
     scratch_bytes,
 )
-from xlc.codegen.gemm_dot import DotGemm, gemm_plan_for_dot
+from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
+from xlc.codegen import llvm_utils as lu
 from xlc.errors import LoweringError
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloInstruction
@@ -52,7 +52,7 @@ def emit_gemm_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
 
 def emit_gemm_dot(em: CpuEmitter, k: Kernel, label: str, plan: DotGemm,
                   bases: list[ir.Value], scratch: ir.Value, scratch_size: int) -> None:
-    """The GEMM calls of `plan` (`xlc.codegen.gemm_dot.gemm_plan_for_dot`) into kernel `k`,
+    """The GEMM calls of `plan` (`xlc.backend_cpu.gemm_dot.gemm_plan_for_dot`) into kernel `k`,
     on the lhs, rhs and output addresses `bases`, packing into `scratch` (`scratch_size`
     bytes, at least `scratch_bytes(spec, threads)`): `plan.loops` become loops around the
     call, offsetting the three pointers."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -21,13 +22,12 @@ from xlc.backend_cpu.emitter import (
     element_type,
     i64,
     loop_over,
-    physical_order,
-    slices_overlap,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
 from xlc.codegen.indexing import Index, multi_to_linear
+from xlc.codegen.ir_array import physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
@@ -243,12 +243,13 @@ def emit_elementwise(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
 
 
 def _aligned_output(em: CpuEmitter, outs: list[tuple[HloInstruction, ShapeIndex]]) -> bool:
-    """Whether the single output's slice starts 64-byte aligned and overlaps no input."""
+    """Whether the single output's slice starts CPU_ALIGNMENT-aligned (64 bytes) and
+    overlaps no input."""
     if len(outs) != 1:
         return False
     sl = em.slice(outs[0][0], outs[0][1])
     inputs = [em.slice(op) for op in outs[0][0].operands if op.shape.is_array]
-    return sl.offset % 64 == 0 and not any(slices_overlap(i, sl) for i in inputs)
+    return sl.offset % CPU_ALIGNMENT == 0 and not any(i.overlaps(sl) for i in inputs)
 
 
 def _copy_into(k: Kernel, src: HloInstruction, dst: HloInstruction) -> None:

@@ -19,8 +19,8 @@ from typing import Any
 from llvmlite import ir
 
 from xlc.backend_cpu.emitter import Kernel, element_type, i64
+from xlc.backend_cpu.parallel import PARALLEL_FLOPS, run_parallel
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.parallel import PARALLEL_FLOPS, run_parallel
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType
 
@@ -33,7 +33,7 @@ MIN_FLOPS = 2 * 96 ** 3
 """Smaller dots use the plain vectorised loop nest (emit_dot): as fast there, and the
 register-blocked kernel's code costs ~30 ms of LLVM time per dot."""
 MAX_FLOPS = 2 * 512 ** 3
-"""Bigger dots go to the packed GEMM (`xlc.codegen.gemm`), which blocks for the caches and
+"""Bigger dots go to the packed GEMM (`xlc.backend_cpu.gemm`), which blocks for the caches and
 splits over m as well: 1000^3 and 1024^3 run at ~360 GFLOP/s there on the 2-core test VM, vs
 ~330 here (and 48 GFLOP/s for 1000^3, whose n is no multiple of the tile)."""
 

@@ -15,8 +15,9 @@ Per line: each element's key becomes an unsigned integer that orders as the comp
 LSD radix sort of (key, s32 index) pairs, RADIX_BITS per pass, all histograms counted in one
 first pass, passes where every key has the same digit skipped. The permutation is then applied
 to every operand. Stability makes ties keep their input order, as the stable merge sort does
-(and as `is_stable=true` requires). Scratch (keys, indices, histograms, one line of values) is
-malloc'ed and freed by each kernel instance.
+(and as `is_stable=true` requires). Scratch (keys, indices, histograms, one line of values,
+`radix_scratch_bytes`) comes from the sort's workspace output (`sort_workspace.py`), one
+line's worth per share of the threaded line loop.
 """
 from __future__ import annotations
 
@@ -178,31 +179,40 @@ def key_bits(spec: SortKey) -> int:
     return 8 * ((w + 7) // 8) if w in (8, 16, 32, 64) else 64
 
 
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, fnty, name=name)
+def _scratch_sizes(spec: SortKey, pts: Sequence[PrimitiveType], n: int) -> list[int]:
+    """Bytes of the scratch arrays of one line: keys (two), indices (two), histograms, one
+    line of values."""
+    kbits = key_bits(spec)
+    passes = -(-kbits // RADIX_BITS)
+    vbytes = max(pt.byte_size for pt in pts)
+    kb = kbits // 8
+    return [n * kb, n * kb, n * 4, n * 4, passes * (1 << RADIX_BITS) * 4, n * vbytes]
+
+
+def radix_scratch_bytes(spec: SortKey, pts: Sequence[PrimitiveType], n: int) -> int:
+    """Scratch bytes `emit_radix_sort` needs for one line of `n` elements (a multiple of
+    64, so consecutive lines' scratch stays 64-byte aligned)."""
+    total = sum(_scratch_sizes(spec, pts, n))
+    return -(-total // 64) * 64
 
 
 def emit_radix_sort(k: Kernel, comp: HloComputation, spec: SortKey,
                     srcs: Sequence[tuple[HloInstruction, tuple]],
                     outs: Sequence[tuple[HloInstruction, tuple]], pts: Sequence[PrimitiveType],
-                    in_place: Sequence[bool], d: int, n: int, lines: list) -> None:
+                    in_place: Sequence[bool], d: int, n: int, lines: list,
+                    scratch: ir.Value) -> None:
     """Sort one line (`lines`: the multi-index with dim `d` to fill) of every output: keys are
     read from `srcs[spec.operand]`, output i gets `srcs[i]` permuted (`in_place[i]` when
-    srcs[i] is outs[i]'s buffer: then the line goes through scratch)."""
+    srcs[i] is outs[i]'s buffer: then the line goes through scratch). `scratch` holds
+    `radix_scratch_bytes(spec, pts, n)` bytes that no other line uses at the same time."""
     b = k.b
-    module = b.module
-    malloc = _declare(module, "malloc", ir.FunctionType(lu.PTR, [lu.I64]))
-    free = _declare(module, "free", ir.FunctionType(lu.VOID, [lu.PTR]))
     kbits = key_bits(spec)
     kpt = _uint(kbits)
     passes = -(-kbits // RADIX_BITS)
     buckets = 1 << RADIX_BITS
-    vbytes = max(pt.byte_size for pt in pts)
-    kb = kbits // 8
-    sizes = [n * kb, n * kb, n * 4, n * 4, passes * buckets * 4, n * vbytes]
+    sizes = _scratch_sizes(spec, pts, n)
     offs = [sum(sizes[:i]) for i in range(len(sizes))]
-    base = b.call(malloc, [i64(sum(sizes) + 64)])
+    base = scratch
     keys_a, keys_b, idx_a, idx_b, hist, tmp = (
         b.gep(base, [i64(o)], inbounds=True, source_etype=lu.I8) for o in offs)
 
@@ -290,4 +300,3 @@ def emit_radix_sort(k: Kernel, comp: HloComputation, spec: SortKey,
             with lu.for_range(b, n, name="back") as t:
                 lu.store_element(b, lu.load_element(b, tmp, t, pt), k.ptr(out, os_),
                                  multi_to_linear(b, at(t), oshape), pt)
-    b.call(free, [base])

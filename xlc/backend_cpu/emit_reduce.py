@@ -34,11 +34,11 @@ from xlc.backend_cpu.emitter import (
     LeafEmitter,
     element_type,
     loop_over,
-    physical_order,
     split_of,
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import window_positions
+from xlc.codegen.ir_array import physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode

@@ -25,8 +25,9 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from xlc.backend_cpu.emit_reduce_blocked import Hero, cut, sums_only
-from xlc.backend_cpu.emitter import CpuEmitter, Kernel, LeafEmitter, element_type, physical_order
+from xlc.backend_cpu.emitter import CpuEmitter, Kernel, LeafEmitter, element_type
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import Shape
 

@@ -6,8 +6,10 @@
   the output buffers (unless already there), then every 1-D line along the sort dimension is
   sorted in place with the comparator computation (a scalar function), stably: lines of up to
   INSERTION_MAX elements by insertion sort (swapping only on `less(x[j], x[j-1])`), longer
-  lines by a bottom-up merge sort of a permutation (O(n log n); its index/value scratch is
-  malloc'ed and freed inside the kernel), which is then applied to every output.
+  lines by a bottom-up merge sort of a permutation (O(n log n)), which is then applied to every
+  output. Sorts with lines longer than INSERTION_MAX come as `__xlc$sort` custom-calls
+  (`sort_workspace.py`) whose last output is the radix or merge sort's scratch, so no kernel
+  allocates memory.
 * topk: one pass per row keeping a k-element heap (`emit_topk.py`).
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ from llvmlite import ir
 
 from xlc.backend_cpu.emit_gemm import emit_gemm_call
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
-from xlc.backend_cpu.emit_radix_sort import emit_radix_sort, sort_key
+from xlc.backend_cpu.emit_radix_sort import emit_radix_sort, radix_scratch_bytes, sort_key
 from xlc.backend_cpu.emit_topk import emit_topk
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
@@ -31,12 +33,14 @@ from xlc.backend_cpu.emitter import (
     slices_overlap,
     split_of,
 )
+from xlc.backend_cpu.parallel import share_count, share_of
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear
-from xlc.errors import UnsupportedOpError
+from xlc.errors import LoweringError, UnsupportedOpError
 from xlc.hlo.gemm_call import GEMM_TARGET
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.shape import PrimitiveType
+from xlc.hlo.shape import PrimitiveType, ShapeIndex
+from xlc.hlo.sort_call import SORT_TARGET, sort_call_sort
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -48,12 +52,31 @@ def _with(index: list, d: int, v: ir.Value) -> list:
 
 
 def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """Stable in-place insertion sort of every line along `dimensions` (see module doc)."""
-    outs = output_buffers(inst)
+    """A sort instruction: lines of up to INSERTION_MAX elements (longer ones come as
+    `__xlc$sort` custom-calls with their workspace, `emit_sort_call`)."""
+    _emit_sort(em, ctx, inst, output_buffers(inst), None)
+
+
+def emit_sort_call(em: CpuEmitter, ctx: FnCtx, call: HloInstruction) -> None:
+    """A `__xlc$sort` custom-call (`xlc/hlo/sort_call.py`): the sort it stands for, with the
+    radix or merge sort's scratch in its last output."""
+    n = len(call.operands)
+    _emit_sort(em, ctx, sort_call_sort(call), [(call, (i,)) for i in range(n)], (call, (n,)))
+
+
+Buffer = tuple[HloInstruction, ShapeIndex]
+
+
+def _emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buffer],
+               workspace: Buffer | None) -> None:
+    """Sort every line along `inst`'s dimension into `outs` (see module doc); `inst` is the
+    sort (possibly detached, standing for a custom-call whose buffers `outs` and `workspace`
+    are)."""
     ops = list(inst.operands)
-    if _emit_radix(em, ctx, inst):
+    if workspace is not None and _emit_radix(em, ctx, inst, outs, workspace):
         return
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst))
+    extra = [workspace] if workspace is not None else []
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst) + extra)
     b = k.b
     for op, (o, sidx) in zip(ops, outs):
         if em.slice(op) != em.slice(o, sidx):
@@ -67,7 +90,11 @@ def emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     pts = [element_type(op.shape, op.name) for op in ops]
     others = [e for e in range(shape.rank) if e != d]
     if n > INSERTION_MAX:
-        _merge_sort(k, outs, pts, shape, d, n, less_fn)
+        if workspace is None:
+            raise LoweringError(
+                f"CPU backend: sort {inst.name} has lines of {n} > {INSERTION_MAX} elements "
+                "and no workspace (the CPU pipeline's sort-workspace pass gives it one)")
+        _merge_sort(k, outs, pts, shape, d, n, less_fn, k.ptr(*workspace))
         k.finish()
         return
     with loop_over(b, shape, "s", dims=others) as line:
@@ -110,20 +137,36 @@ INSERTION_MAX = 48
 """Lines up to this length are insertion-sorted; longer ones radix- or merge-sorted."""
 
 
-def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> bool:
+def radix_slots(inst: HloInstruction, threads: int) -> int:
+    """How many lines a radix sort of `inst` (a sort) may sort at the same time on `threads`
+    threads: the shares of its threaded line loop (`parallel.share_count`), 1 unsplit."""
+    shape = inst.operands[0].shape
+    d = _sort_dim(inst)
+    others = [e for e in range(shape.rank) if e != d]
+    split = split_of(shape, others) if others else 0
+    return share_count(split, min(threads, split)) if split > 1 and threads > 1 else 1
+
+
+def _sort_dim(inst: HloInstruction) -> int:
+    shape = inst.operands[0].shape
+    dims = inst.attrs.get("dimensions") or (shape.rank - 1,)
+    return int(dims[0])
+
+
+def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buffer],
+                workspace: Buffer) -> bool:
     """Emit `inst` as a radix sort (`emit_radix_sort.py`) when its comparator orders by one
     totally ordered key and its lines are long; returns False (nothing emitted) otherwise.
-    Lines are split over the threads; every output buffer must be its operand's buffer or
-    overlap no operand (then each line is read from the operands and written once)."""
+    Lines are split over the threads, each share sorting through its own line of scratch in
+    `workspace`; every output buffer must be its operand's buffer or overlap no operand (then
+    each line is read from the operands and written once)."""
     ops = list(inst.operands)
     shape = ops[0].shape
-    dims = inst.attrs.get("dimensions") or (shape.rank - 1,)
-    d = int(dims[0])
+    d = _sort_dim(inst)
     n = shape.dims[d]
     spec = sort_key(inst.called[0]) if INSERTION_MAX < n < (1 << 31) else None
     if spec is None:
         return False
-    outs = output_buffers(inst)
     in_place = []
     for op, (o, sidx) in zip(ops, outs):
         out_sl = em.slice(o, sidx)
@@ -131,34 +174,44 @@ def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> bool:
         if not same and any(slices_overlap(out_sl, em.slice(x)) for x in ops):
             return False
         in_place.append(same)
+    pts = [element_type(op.shape, op.name) for op in ops]
+    per_line = radix_scratch_bytes(spec, pts, n)
+    slots = radix_slots(inst, em.threads)
+    if em.slice(*workspace).size < slots * per_line:
+        raise LoweringError(f"CPU backend: the workspace of sort {inst.name} holds "
+                            f"{em.slice(*workspace).size} bytes, its radix sort needs "
+                            f"{slots} x {per_line}")
     others = [e for e in range(shape.rank) if e != d]
     split = split_of(shape, others) if others else 0
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst), split=split)
-    pts = [element_type(op.shape, op.name) for op in ops]
-    with loop_over(k.b, shape, "rs", dims=others, outer=k.outer) as line:
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst) + [workspace], split=split)
+    b = k.b
+    slot = share_of(b, k.outer[0], split, slots) if k.outer is not None and slots > 1 \
+        else i64(0)
+    scratch = b.gep(k.ptr(*workspace), [b.mul(slot, i64(per_line))], inbounds=True,
+                    source_etype=lu.I8)
+    with loop_over(b, shape, "rs", dims=others, outer=k.outer) as line:
         emit_radix_sort(k, inst.called[0], spec, [(op, ()) for op in ops], outs, pts,
-                        in_place, d, n, line)
+                        in_place, d, n, line, scratch)
     k.finish()
     return True
 
 
-def _declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, fnty, name=name)
+def merge_scratch_bytes(inst: HloInstruction) -> int:
+    """Scratch bytes of the merge sort of `inst` (a sort): two index arrays and one line of
+    values (the kernel sorts one line at a time)."""
+    n = inst.operands[0].shape.dims[_sort_dim(inst)]
+    width = max(element_type(op.shape, op.name).byte_size for op in inst.operands)
+    return 2 * n * 8 + -(-n * max(width, 1) // 64) * 64
 
 
 def _merge_sort(k: Kernel, outs: list, pts: list[PrimitiveType], shape: object, d: int, n: int,
-                less_fn: ir.Function) -> None:
+                less_fn: ir.Function, scratch: ir.Value) -> None:
     """Stable bottom-up merge sort of every line: a permutation is sorted with the comparator
-    (passes of width 1, 2, 4, ... ping-ponging between two index arrays in malloc'ed scratch),
-    then applied to every output."""
+    (passes of width 1, 2, 4, ... ping-ponging between two index arrays in `scratch`, which
+    holds `merge_scratch_bytes`), then applied to every output."""
     b = k.b
-    module = b.module
-    malloc = _declare(module, "malloc", ir.FunctionType(lu.PTR, [lu.I64]))
-    free = _declare(module, "free", ir.FunctionType(lu.VOID, [lu.PTR]))
-    width = max(pt.byte_size for pt in pts)
-    bufs = [b.call(malloc, [i64(n * 8)]), b.call(malloc, [i64(n * 8)])]
-    vals = b.call(malloc, [i64(n * max(width, 1))])
+    bufs = [scratch, b.gep(scratch, [i64(n * 8)], inbounds=True, source_etype=lu.I8)]
+    vals = b.gep(scratch, [i64(2 * n * 8)], inbounds=True, source_etype=lu.I8)
     with b.goto_entry_block():
         i_slot = b.alloca(lu.I64)
         j_slot = b.alloca(lu.I64)
@@ -210,8 +263,6 @@ def _merge_sort(k: Kernel, outs: list, pts: list[PrimitiveType], shape: object, 
             with lu.for_range(b, n, name="scatter") as t:
                 off = multi_to_linear(b, _with(line, d, t), oshape)
                 lu.store_element(b, lu.load_element(b, vals, t, pt), k.ptr(o, s), off, pt)
-    for p in bufs + [vals]:
-        b.call(free, [p])
 
 
 def _merge_pass(b: ir.IRBuilder, src: ir.Value, dst: ir.Value, w: ir.Value, w2: ir.Value,
@@ -262,9 +313,11 @@ def _smin_v(b: ir.IRBuilder, v: ir.Value, hi: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", v, hi), v, hi)
 
 
-CUSTOM_CALL_TARGETS = {"TopK": emit_topk, GEMM_TARGET: emit_gemm_call}
+CUSTOM_CALL_TARGETS = {"TopK": emit_topk, GEMM_TARGET: emit_gemm_call,
+                       SORT_TARGET: emit_sort_call}
 """custom-call targets the CPU backend implements: XLA CPU's TopK (k largest, s32 indices) and
-xlc's own `__xlc$gemm` (a dot on the packed GEMM with its workspace, `gemm_workspace.py`)."""
+xlc's own `__xlc$gemm` (a dot on the packed GEMM with its workspace, `gemm_workspace.py`) and
+`__xlc$sort` (a sort with its workspace, `sort_workspace.py`)."""
 
 
 def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:

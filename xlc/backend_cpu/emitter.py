@@ -13,7 +13,7 @@ Layout of the generated module (XLA's classic CPU design, xla-notes section 8):
   one pointer argument per distinct slice it touches (`Kernel`); arguments whose slices overlap
   no other argument are `noalias`, so loops vectorise without runtime checks. Kernels over at
   least PARALLEL_ELEMENTS elements take a [begin, end) range of their outermost loop and run
-  split over the cores (the persistent thread pool, `xlc/codegen/parallel.py`); chains of row
+  split over the cores (the persistent thread pool, `xlc/backend_cpu/parallel.py`); chains of row
   kernels are pipelined block of rows by block of rows (`row_groups.py`);
 * each unit (an instruction, or a row group) is emitted through `kernel_reuse.emit_shared`:
   units equal in structure and buffer facts (stacked layers) share one function, emitted once
@@ -31,18 +31,19 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
-import numpy as np
 from llvmlite import ir
 
+from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.kernel_reuse import UnitBuffers, UnitKeys, emit_shared, finish_units
+from xlc.backend_cpu.parallel import PARALLEL_ELEMENTS
 from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
-from xlc.codegen.parallel import PARALLEL_ELEMENTS
+from xlc.codegen.indexing import ElementalIrEmitter, Index
+from xlc.codegen.ir_array import IrArray, constant_bytes, physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, default_layout
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 from xlc.passes.buffer_assignment import BufferAssignment, Slice
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -61,12 +62,6 @@ UNSUPPORTED: dict[Opcode, str] = {
 def i64(v: int) -> ir.Constant:
     """An i64 constant."""
     return ir.Constant(lu.I64, v)
-
-
-def physical_order(shape: Shape) -> list[int]:
-    """Logical dims of `shape` from the most major to the most minor (physical order)."""
-    lay = shape.layout or default_layout(shape.rank)
-    return list(reversed(lay.minor_to_major))
 
 
 def element_type(shape: Shape, what: str) -> PrimitiveType:
@@ -111,20 +106,20 @@ class Kernel:
         """Terminate the kernel."""
         self.b.ret_void()
 
+    def array(self, inst: HloInstruction, shape_index: ShapeIndex = ()) -> IrArray:
+        """`inst`'s (array) buffer at `shape_index` as an IrArray."""
+        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
+        element_type(shape, inst.name)
+        return IrArray(self.ptr(inst, shape_index), shape, inst.name)
+
     def read(self, inst: HloInstruction, index: Index, shape_index: ShapeIndex = ()) -> ir.Value:
         """Load element `index` (logical multi-index) of an unfused array operand."""
-        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
-        pt = element_type(shape, inst.name)
-        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
-        return lu.load_element(self.b, self.ptr(inst, shape_index), linear, pt)
+        return self.array(inst, shape_index).read(self.b, index)
 
     def write(self, inst: HloInstruction, index: Index, value: ir.Value,
               shape_index: ShapeIndex = ()) -> None:
         """Store `value` at element `index` of `inst`'s (output) buffer at `shape_index`."""
-        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
-        pt = element_type(shape, inst.name)
-        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
-        lu.store_element(self.b, value, self.ptr(inst, shape_index), linear, pt)
+        self.array(inst, shape_index).write(self.b, value, index)
 
 
 class LeafEmitter(ElementalIrEmitter):
@@ -356,7 +351,7 @@ class CpuEmitter:
         gv.initializer = ir.Constant(aty, data if data else bytearray(1))
         gv.global_constant = True
         gv.linkage = "internal"
-        gv.align = 64
+        gv.align = CPU_ALIGNMENT  # the block of a constant allocation
         self._const_globals[alloc_index] = gv
         return gv
 
@@ -422,7 +417,7 @@ class CpuEmitter:
             collect.append((fn, distinct))
             outer = (fn.args[-2], fn.args[-1])
         elif threaded:
-            from xlc.codegen.parallel import run_parallel
+            from xlc.backend_cpu.parallel import run_parallel
 
             # called from up to three places (worker, inline share, fallback): one copy only
             fn.attributes.add("noinline")
@@ -483,8 +478,7 @@ class CpuEmitter:
 def slices_overlap(a: Slice, b: Slice) -> bool:
     """Whether two slices share a byte (same allocation, intersecting ranges). Temps all live
     in one temp allocation, so comparing allocation indices alone is not enough."""
-    return (a.index == b.index and a.offset < b.offset + b.size
-            and b.offset < a.offset + a.size)
+    return a.overlaps(b)
 
 
 def overlaps_an_operand(em: CpuEmitter, inst: HloInstruction) -> bool:
@@ -493,12 +487,3 @@ def overlaps_an_operand(em: CpuEmitter, inst: HloInstruction) -> bool:
     return any(slices_overlap(sl, out) for op in inst.operands for sl in em.all_slices(op))
 
 
-def constant_bytes(inst: HloInstruction) -> bytes:
-    """The bytes of an array constant in its physical layout (pred as one byte)."""
-    lit = inst.attrs["literal"]
-    pt = element_type(inst.shape, inst.name)
-    if lit.elided or lit.array is None:
-        raise UnsupportedOpError(f"constant {inst.name} has no value (elided literal)")
-    arr = np.asarray(lit.array).astype(pt.dtype).reshape(inst.shape.dims)
-    order = physical_order(inst.shape)
-    return np.ascontiguousarray(arr.transpose(order)).tobytes()

@@ -29,15 +29,17 @@ from typing import Any
 
 import numpy as np
 
+from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.output_pool import MIN_BYTES, OUTPUT_POOL
+from xlc.codegen.ir_array import physical_order
 from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloModule
-from xlc.hlo.shape import Shape, ShapeIndex, default_layout
+from xlc.hlo.shape import Shape, ShapeIndex
 from xlc.passes.buffer_assignment import BufferAssignment
 
 log = logging.getLogger("xlc.backend_cpu")
 
-ALIGN = 64
+ALIGN = CPU_ALIGNMENT  # block bases keep the slices' alignment
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void entry(ptr buffer_table)
 
 
@@ -75,8 +77,7 @@ def aligned_empty(nbytes: int) -> np.ndarray:
 def _physical_perm(shape: Shape) -> list[int] | None:
     """The transpose taking a logical array to physical (major-to-minor) order, or None when
     the layout is the default row-major one."""
-    lay = shape.layout or default_layout(shape.rank)
-    order = list(reversed(lay.minor_to_major))
+    order = physical_order(shape)
     return None if order == list(range(shape.rank)) else order
 
 

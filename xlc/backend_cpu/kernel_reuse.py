@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
+from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import LoweringError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
@@ -61,9 +62,9 @@ INLINE_ONLY = frozenset({
 })
 """Opcodes emitted in place, never through a shared unit function."""
 
-CLUSTER_ALIGN = 64
-"""Cluster bases are rounded down to this many bytes, so every virtual offset keeps the real
-offset's alignment (emitters test `offset % 64`)."""
+CLUSTER_ALIGN = CPU_ALIGNMENT
+"""Cluster bases are rounded down to the slice alignment, so every virtual offset keeps the
+real offset's alignment (emitters test `offset % CPU_ALIGNMENT`)."""
 
 _NAME = re.compile(r"%([A-Za-z0-9_.\-]+)")
 
@@ -129,8 +130,6 @@ class UnitKeys:
 def _clusters(distinct: list[Slice]) -> list[list[Slice]]:
     """`distinct` split into sets of one allocation connected by overlap, in order of first
     appearance."""
-    from xlc.backend_cpu.emitter import slices_overlap
-
     owner = list(range(len(distinct)))
 
     def find(i: int) -> int:
@@ -140,7 +139,7 @@ def _clusters(distinct: list[Slice]) -> list[list[Slice]]:
 
     for i, a in enumerate(distinct):
         for j in range(i):
-            if slices_overlap(a, distinct[j]):
+            if a.overlaps(distinct[j]):
                 owner[find(i)] = find(j)
     groups: dict[int, list[Slice]] = {}
     for i, s in enumerate(distinct):

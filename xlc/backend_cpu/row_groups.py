@@ -223,7 +223,7 @@ def emit_row_group(em: CpuEmitter, ctx: FnCtx, group: list[HloInstruction], rows
     ptrs = [em.slice_address(ctx.b, ctx.table, s) for s in slices]
     nthreads = min(em.threads, rows)
     if nthreads > 1 and rows * cols >= em.parallel_elements:
-        from xlc.codegen.parallel import run_parallel
+        from xlc.backend_cpu.parallel import run_parallel
 
         run_parallel(ctx.b, driver, ptrs, rows, nthreads)
     else:

@@ -6,8 +6,10 @@ Members written (besides the generic ones `xlc.artifact` writes):
 * `code/kernels.ptx` - the PTX of every kernel (always);
 * `code/kernels.cubin` - the ptxas output for `sm_<target>` (when ptxas was on the PATH);
 * `code/gpu_executable.json` - `GpuExecutable.to_dict(code=False)`: architecture, PTX ISA
-  version, kernel names with their launch dimensions inside the thunks, the stream plan,
-  allocations, parameters and outputs;
+  version, kernel names with their launch dimensions inside the thunks (slices as
+  `Slice.to_json()`), the stream plan, allocations (`BufferAllocation.to_json()`, a copy for
+  readers of this member alone: loading resolves slices in the manifest's table), parameters
+  and outputs;
 * `code/constants.bin` - the constant allocations' bytes, concatenated (offsets in the JSON).
 
 Loading needs no GPU: which image runs (cubin or PTX) is decided on the first call, when the
@@ -58,12 +60,7 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
     HLO and `assignment` the stored buffer assignment (for memory stats and reports)."""
     from xlc.artifact.store import StoredOptimized
     from xlc.backend_gpu.compiler import GpuCompileResult
-    from xlc.backend_gpu.executable import (
-        AllocationInfo,
-        GpuExecutable,
-        OutputInfo,
-        ParameterInfo,
-    )
+    from xlc.backend_gpu.executable import GpuExecutable, OutputInfo, ParameterInfo
     from xlc.backend_gpu.streams import StreamPlan
     from xlc.backend_gpu.thunks import KernelThunk, SequentialThunk, thunk_from_dict
 
@@ -76,13 +73,14 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
     try:
         ptx = members[PTX_MEMBER].decode()
         desc = json.loads(members[PLAN_MEMBER])
-        thunks = thunk_from_dict(desc["thunks"])
+        # the one allocation table is the manifest's (the stored assignment's)
+        allocations = list(assignment.allocations)
+        thunks = thunk_from_dict(desc["thunks"], allocations)
         if not isinstance(thunks, SequentialThunk):
             raise ArtifactError("the entry thunk is not a sequence")
         plan = StreamPlan.from_dict(desc["streams"], thunks)
-        allocations = [AllocationInfo.from_dict(a) for a in desc["allocations"]]
         parameters = [ParameterInfo.from_dict(p) for p in desc["parameters"]]
-        outputs = [OutputInfo.from_dict(o) for o in desc["outputs"]]
+        outputs = [OutputInfo.from_dict(o, allocations) for o in desc["outputs"]]
         blob = members[CONSTANTS_MEMBER]
         constants = {int(k): blob[off:off + n] for k, (off, n) in desc["constants"].items()}
         kernels = [str(k) for k in desc["kernels"]]
@@ -127,9 +125,9 @@ def _check_consistency(where: str, ptx: str, kernels: list[str], thunks: Any,
         if isinstance(t, KernelThunk) and t.kernel not in entries:
             raise ArtifactError(f"{where}: thunk {t.hlo} launches unknown kernel {t.kernel}")
         for sl in [*t.reads(), *t.writes()]:
-            if sl.allocation not in sizes or sl.offset + sl.size > sizes[sl.allocation]:
+            if sl.index not in sizes or sl.offset + sl.size > sizes[sl.index]:
                 raise ArtifactError(f"{where}: thunk {t.hlo} touches bytes outside allocation "
-                                    f"{sl.allocation}")
+                                    f"{sl.index}")
     for index, data in constants.items():
         if index not in sizes or len(data) > sizes[index]:
             raise ArtifactError(f"{where}: constant data for allocation {index} does not fit")
@@ -137,10 +135,8 @@ def _check_consistency(where: str, ptx: str, kernels: list[str], thunks: Any,
         raise ArtifactError(f"{where}: the parameter table does not match the module's "
                             f"{n_params} parameter(s)")
     for o in outputs:
-        if o.slice.allocation not in sizes or \
-                o.slice.offset + o.slice.size > sizes[o.slice.allocation]:
-            raise ArtifactError(f"{where}: an output lies outside allocation "
-                                f"{o.slice.allocation}")
+        if o.slice.index not in sizes or o.slice.offset + o.slice.size > sizes[o.slice.index]:
+            raise ArtifactError(f"{where}: an output lies outside allocation {o.slice.index}")
 
 
 def describe(members: dict[str, bytes]) -> dict[str, Any]:
@@ -149,10 +145,14 @@ def describe(members: dict[str, bytes]) -> dict[str, Any]:
     grid, block and static shared memory, in schedule order (nested control flow included).
     ArtifactError for a malformed description."""
     from xlc.backend_gpu.thunks import KernelThunk, thunk_from_dict
+    from xlc.passes.allocation import BufferAllocation
 
     try:
         desc = json.loads(members[PLAN_MEMBER])
-        thunks = thunk_from_dict(desc["thunks"])
+        # listing kernels needs only each allocation's index and size (which every format
+        # of the description stores), not the manifest's full table
+        table = [BufferAllocation(int(a["index"]), int(a["size"])) for a in desc["allocations"]]
+        thunks = thunk_from_dict(desc["thunks"], table)
         version = int(desc["ptx_version"])
         out: dict[str, Any] = {
             "sm": int(desc["sm"]), "ptx_isa": f"{version // 10}.{version % 10}",

@@ -15,6 +15,10 @@ from xlc.options import CompileOptions
 
 log = logging.getLogger("xlc.backend_gpu")
 
+GPU_ALIGNMENT = 256
+"""Every buffer slice starts on a 256-byte boundary (cudaMalloc's alignment), so kernels may
+use 128-bit vector accesses on any slice; the runtime keeps device bases this aligned."""
+
 
 class GpuBackend:
     """PTX (plus a cubin when ptxas is on the PATH) run through cuda-python; 256-byte
@@ -22,12 +26,7 @@ class GpuBackend:
 
     name = "gpu"
 
-    @property
-    def alignment(self) -> int:
-        """`compiler.GPU_ALIGNMENT` (256 bytes)."""
-        from xlc.backend_gpu.compiler import GPU_ALIGNMENT
-
-        return GPU_ALIGNMENT
+    alignment = GPU_ALIGNMENT
 
     def passes(self, options: CompileOptions) -> list[Any]:
         """The GPU pass list (`compiler.gpu_passes`)."""

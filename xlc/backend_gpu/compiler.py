@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.backend import GPU_ALIGNMENT
 from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.registry import EMITTERS, UNSUPPORTED
@@ -26,9 +27,6 @@ from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
 
 log = logging.getLogger("xlc.backend_gpu")
 
-GPU_ALIGNMENT = 256
-"""Every buffer slice starts on a 256-byte boundary (cudaMalloc's alignment), so kernels may
-use 128-bit vector accesses on any slice."""
 
 
 def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:

@@ -18,12 +18,7 @@ from math import prod
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emitter import (
-    GpuEmitter,
-    array_buffers,
-    operand_buffers,
-    physical_order,
-)
+from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
     GpuKernel,
@@ -39,6 +34,7 @@ from xlc.backend_gpu.kernel import (
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.ir_array import physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode

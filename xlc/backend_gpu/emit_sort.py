@@ -19,12 +19,7 @@ from math import prod
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emitter import (
-    GpuEmitter,
-    array_buffers,
-    operand_buffers,
-    physical_order,
-)
+from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
     GpuKernel,
@@ -38,8 +33,9 @@ from xlc.backend_gpu.kernel import (
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.shape import PrimitiveType, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -47,10 +43,10 @@ SHARED_LIMIT = 48 * 1024
 SORT_THREADS = 256
 
 
-def _row_index(b: ir.IRBuilder, shape: object, dim: int, row: ir.Value,
+def _row_index(b: ir.IRBuilder, shape: Shape, dim: int, row: ir.Value,
                ) -> dict[int, ir.Value]:
     others = [d for d in physical_order(shape) if d != dim]
-    sizes = [shape.dims[d] for d in others]  # type: ignore[attr-defined]
+    sizes = [shape.dims[d] for d in others]
     return unflatten(b, row, others, sizes) if others else {}
 
 

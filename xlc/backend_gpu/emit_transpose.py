@@ -16,10 +16,11 @@ from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emit_loop import emit_elementwise
-from xlc.backend_gpu.emitter import GpuEmitter, physical_order
+from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 

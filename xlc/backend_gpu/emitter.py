@@ -17,29 +17,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.kernel import GpuKernel, LeafEmitter, element_type, new_kernel
-from xlc.backend_gpu.thunks import BufferSlice, SequentialThunk, Thunk
+from xlc.backend_gpu.kernel import GpuKernel, LeafEmitter, new_kernel
+from xlc.backend_gpu.thunks import SequentialThunk, Thunk
 from xlc.codegen.indexing import Index
+from xlc.codegen.ir_array import constant_bytes
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import ShapeIndex, default_layout
+from xlc.hlo.shape import ShapeIndex
 from xlc.passes.buffer_assignment import BufferAssignment, Slice
 
 log = logging.getLogger("xlc.backend_gpu")
 
 EmitFn = Callable[["GpuEmitter", HloInstruction], list[Thunk]]
 """A GPU emitter: the thunks (kernels emitted into `em.llmod`) computing one instruction."""
-
-
-def physical_order(shape: object) -> list[int]:
-    """Logical dims of an array shape from the most major to the most minor."""
-    lay = shape.layout or default_layout(shape.rank)  # type: ignore[attr-defined]
-    return list(reversed(lay.minor_to_major))
 
 
 def array_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeIndex]]:
@@ -122,10 +116,9 @@ class GpuEmitter:
         """The assigned slice of `inst` at `index`."""
         return self.ba.slice_of(inst, tuple(index))
 
-    def buffer_slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> BufferSlice:
-        """The assigned slice of `inst` at `index` as a thunk BufferSlice."""
-        s = self.slice(inst, index)
-        return BufferSlice(s.index, s.offset, s.size)
+    def buffer_slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:
+        """The assigned slice of `inst` at `index`, as thunks hold it (`slice`'s alias)."""
+        return self.slice(inst, index)
 
     def kernel(self, inst: HloInstruction, outputs: Sequence[tuple[HloInstruction, ShapeIndex]],
                inputs: Sequence[tuple[HloInstruction, ShapeIndex]],
@@ -172,12 +165,3 @@ class GpuEmitter:
                 data[off:off + len(raw)] = raw
             self.constants[alloc.index] = bytes(data)
 
-
-def constant_bytes(inst: HloInstruction) -> bytes:
-    """The bytes of an array constant in its physical layout (pred as one byte)."""
-    lit = inst.attrs["literal"]
-    pt = element_type(inst.shape, inst.name)
-    if lit.elided or lit.array is None:
-        raise UnsupportedOpError(f"constant {inst.name} has no value (elided literal)")
-    arr = np.asarray(lit.array).astype(pt.dtype).reshape(inst.shape.dims)
-    return np.ascontiguousarray(arr.transpose(physical_order(inst.shape))).tobytes()

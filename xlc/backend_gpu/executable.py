@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xlc.backend_gpu.streams import StreamPlan
-from xlc.backend_gpu.thunks import BufferSlice, SequentialThunk, Thunk
+from xlc.backend_gpu.thunks import SequentialThunk, Thunk
+from xlc.codegen.ir_array import physical_order
 from xlc.errors import ArgumentError
-from xlc.hlo.shape import Shape, default_layout
+from xlc.hlo.shape import Shape
+from xlc.passes.allocation import BufferAllocation, Slice
 from xlc.passes.optimize import OptimizedModule
 
 if TYPE_CHECKING:
@@ -29,44 +32,22 @@ log = logging.getLogger("xlc.backend_gpu")
 
 
 @dataclass(frozen=True)
-class AllocationInfo:
-    """What the runtime needs of one BufferAllocation."""
-
-    index: int
-    size: int
-    kind: str                 # parameter / constant / thread_local / output / temp
-    parameter_number: int = -1
-    donated: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """As plain data (`from_dict` inverts it)."""
-        return {"index": self.index, "size": self.size, "kind": self.kind,
-                "parameter_number": self.parameter_number, "donated": self.donated}
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> AllocationInfo:
-        """Inverse of `to_dict`."""
-        return AllocationInfo(int(d["index"]), int(d["size"]), str(d["kind"]),
-                              int(d["parameter_number"]), bool(d["donated"]))
-
-
-@dataclass(frozen=True)
 class OutputInfo:
     """Flat output leaf: where it lives, its dtype, logical dims and physical transpose."""
 
-    slice: BufferSlice
+    slice: Slice
     dtype: str
     dims: tuple[int, ...]
     physical_perm: tuple[int, ...] | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slice": self.slice.to_list(), "dtype": self.dtype, "dims": list(self.dims),
+        return {"slice": self.slice.to_json(), "dtype": self.dtype, "dims": list(self.dims),
                 "physical_perm": _perm_list(self.physical_perm)}
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> OutputInfo:
-        """Inverse of `to_dict`."""
-        return OutputInfo(BufferSlice.from_list(d["slice"]), str(d["dtype"]),
+    def from_dict(d: dict[str, Any], allocations: Sequence[BufferAllocation]) -> OutputInfo:
+        """Inverse of `to_dict`, the slice resolved in `allocations`."""
+        return OutputInfo(Slice.from_json(d["slice"], allocations), str(d["dtype"]),
                           tuple(int(x) for x in d["dims"]), _perm_tuple(d["physical_perm"]))
 
 
@@ -101,8 +82,7 @@ def _perm_tuple(perm: list[int] | None) -> tuple[int, ...] | None:
 
 def physical_perm(shape: Shape) -> tuple[int, ...] | None:
     """The transpose taking a logical array to physical order (None for row-major)."""
-    lay = shape.layout or default_layout(shape.rank)
-    order = tuple(reversed(lay.minor_to_major))
+    order = tuple(physical_order(shape))
     return None if order == tuple(range(shape.rank)) else order
 
 
@@ -112,7 +92,7 @@ class GpuExecutable:
     def __init__(self, optimized: OptimizedModule, plan: StreamPlan,
                  result: GpuCompileResult, sm: int = 80,
                  timings: dict[str, float] | None = None,
-                 tables: tuple[list[AllocationInfo], list[ParameterInfo], list[OutputInfo]]
+                 tables: tuple[list[BufferAllocation], list[ParameterInfo], list[OutputInfo]]
                  | None = None, graphs: bool = False):
         """`tables` (allocations, parameters, outputs) are derived from the buffer assignment
         unless given (an executable loaded from an artifact passes the stored ones); `graphs`
@@ -135,7 +115,7 @@ class GpuExecutable:
         self._runtime: GpuRuntime | None = None
         self._lock = threading.Lock()
         allocations, parameters, outputs = _tables(optimized) if tables is None else tables
-        self.allocations: list[AllocationInfo] = list(allocations)
+        self.allocations: list[BufferAllocation] = list(allocations)
         self.parameters: list[ParameterInfo] = list(parameters)
         self.outputs: list[OutputInfo] = list(outputs)
 
@@ -158,7 +138,7 @@ class GpuExecutable:
         d: dict[str, Any] = {
             "sm": self.sm, "ptx_version": self.ptx_version, "graphs": self.graphs,
             "kernels": self.kernel_names,
-            "allocations": [a.to_dict() for a in self.allocations],
+            "allocations": [a.to_json() for a in self.allocations],
             "parameters": [p.to_dict() for p in self.parameters],
             "outputs": [o.to_dict() for o in self.outputs],
             "thunks": self.plan.thunks.to_dict(), "streams": self.plan.to_dict()}
@@ -204,13 +184,11 @@ class GpuExecutable:
 
 
 def _tables(optimized: OptimizedModule
-            ) -> tuple[list[AllocationInfo], list[ParameterInfo], list[OutputInfo]]:
+            ) -> tuple[list[BufferAllocation], list[ParameterInfo], list[OutputInfo]]:
     """The runtime's tables of a compiled module: allocations, parameters, outputs."""
     module, assignment = optimized.module, optimized.assignment
     assert module.entry is not None and module.entry.root is not None
-    allocations = [AllocationInfo(a.index, a.size, a.kind, a.parameter_number,
-                                  a.aliased_with_output or a.maybe_live_out)
-                   for a in assignment.allocations]
+    allocations = list(assignment.allocations)
     parameters = []
     for p in module.entry.parameters:
         sl = assignment.slice_of(p, ())
@@ -220,6 +198,6 @@ def _tables(optimized: OptimizedModule
     outputs = []
     for index, shape in root.shape.leaves():
         sl = assignment.slice_of(root, index)
-        outputs.append(OutputInfo(BufferSlice(sl.index, sl.offset, shape.byte_size()),
+        outputs.append(OutputInfo(Slice(sl.allocation, sl.offset, shape.byte_size()),
                                   str(shape.dtype), tuple(shape.dims), physical_perm(shape)))
     return allocations, parameters, outputs

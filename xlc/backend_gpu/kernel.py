@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.thunks import BufferSlice, KernelArg, KernelThunk
+from xlc.backend_gpu.thunks import KernelArg, KernelThunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import ElementalIrEmitter, Index, multi_to_linear
+from xlc.codegen.indexing import ElementalIrEmitter, Index
+from xlc.codegen.ir_array import IrArray
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
@@ -127,10 +128,6 @@ def unflatten(b: ir.IRBuilder, linear: ir.Value, dims: list[int], sizes: list[in
     return out
 
 
-def _overlap(a: Slice, c: Slice) -> bool:
-    return a.index == c.index and a.offset < c.offset + c.size and c.offset < a.offset + a.size
-
-
 @dataclass
 class GpuKernel:
     """A kernel entry being emitted. `b` is positioned in its body; `finish()` returns."""
@@ -157,20 +154,20 @@ class GpuKernel:
         """The slice of `inst`'s buffer at `index`."""
         return self.slices[(inst.uid, tuple(index))]
 
+    def array(self, inst: HloInstruction, shape_index: ShapeIndex = ()) -> IrArray:
+        """`inst`'s (array) buffer at `shape_index` as an IrArray."""
+        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
+        element_type(shape, inst.name)
+        return IrArray(self.ptr(inst, shape_index), shape, inst.name)
+
     def read(self, inst: HloInstruction, index: Index, shape_index: ShapeIndex = ()) -> ir.Value:
         """Load element `index` (logical multi-index) of an unfused array buffer."""
-        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
-        pt = element_type(shape, inst.name)
-        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
-        return lu.load_element(self.b, self.ptr(inst, shape_index), linear, pt)
+        return self.array(inst, shape_index).read(self.b, index)
 
     def write(self, inst: HloInstruction, index: Index, value: ir.Value,
               shape_index: ShapeIndex = ()) -> None:
         """Store `value` at element `index` of `inst`'s buffer at `shape_index`."""
-        shape = inst.shape.subshape(shape_index) if shape_index else inst.shape
-        pt = element_type(shape, inst.name)
-        linear = multi_to_linear(self.b, index, shape) if index else i64(0)
-        lu.store_element(self.b, value, self.ptr(inst, shape_index), linear, pt)
+        self.array(inst, shape_index).write(self.b, value, index)
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared_bytes: int = 0) -> None:
@@ -185,8 +182,7 @@ class GpuKernel:
 
     def thunk(self) -> KernelThunk:
         """The KernelThunk launching this kernel."""
-        args = [KernelArg(BufferSlice(s.index, s.offset, s.size),
-                          read=s.key() in self.read_keys, written=s.key() in self.written)
+        args = [KernelArg(s, read=s.key() in self.read_keys, written=s.key() in self.written)
                 for s in self.distinct]
         return KernelThunk(self.hlo, kernel=self.name, grid=self.grid, block=self.block,
                            shared_bytes=self.shared_bytes, args=args)
@@ -207,7 +203,7 @@ def new_kernel(module: ir.Module, name: str, hlo: str,
     args: dict[tuple[int, int, int], ir.Value] = {}
     for k, (arg, sl) in enumerate(zip(fn.args, distinct)):
         arg.name = f"arg{k}"
-        if not any(_overlap(sl, o) for o in distinct if o is not sl):
+        if not any(sl.overlaps(o) for o in distinct if o is not sl):
             arg.add_attribute("noalias")
         args[sl.key()] = arg
     b = ir.IRBuilder(fn.append_basic_block("entry"))

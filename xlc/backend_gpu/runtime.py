@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from xlc.backend_gpu.backend import GPU_ALIGNMENT
 from xlc.backend_gpu.cuda import (
     check,
     compute_capability,
@@ -43,7 +44,6 @@ from xlc.backend_gpu.cuda import (
 )
 from xlc.backend_gpu.device_array import DeviceArray, as_device_array
 from xlc.backend_gpu.thunks import (
-    BufferSlice,
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
     DeviceToHostCopyThunk,
@@ -56,6 +56,7 @@ from xlc.backend_gpu.thunks import (
     WhileThunk,
 )
 from xlc.errors import ArgumentError, XlcError
+from xlc.passes.allocation import Slice
 
 if TYPE_CHECKING:
     from xlc.backend_gpu.executable import GpuExecutable
@@ -136,14 +137,14 @@ class GpuRuntime:
                 if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
                     raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
                                         f"{p.dtype} and the parameter's default layout")
-                if info.donated and not persistent:
+                if info.outlives_call and not persistent:
                     dst = device_alloc(info.size)
                     owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                        owner=True)
                     check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
                     self.bases[p.allocation] = dst
-                elif persistent or arg.ptr % 256:
-                    # graph mode needs fixed addresses; kernels assume 256-byte aligned bases
+                elif persistent or arg.ptr % GPU_ALIGNMENT:
+                    # graph mode needs fixed addresses; kernels assume aligned bases
                     dst = self._param_block(p.allocation, info.size)
                     check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
                     self.bases[p.allocation] = dst
@@ -155,7 +156,7 @@ class GpuRuntime:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
             keep.append(host)
-            if info.donated and not persistent:
+            if info.outlives_call and not persistent:
                 dst = device_alloc(info.size)   # becomes an output block: owned by results
                 owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                    owner=True)
@@ -194,7 +195,7 @@ class GpuRuntime:
         drv, s0 = self.drv, self.streams[0]
         out: list[Any] = []
         for o in self.exe.outputs:
-            ptr = self.bases[o.slice.allocation] + o.slice.offset
+            ptr = self.bases[o.slice.index] + o.slice.offset
             dims = o.dims if o.physical_perm is None else \
                 tuple(o.dims[d] for d in o.physical_perm)
             if not to_host and persistent:
@@ -209,7 +210,7 @@ class GpuRuntime:
                     host = host.transpose(np.argsort(o.physical_perm))
                 out.append(host)
             else:
-                base = owners.get(o.slice.allocation)
+                base = owners.get(o.slice.index)
                 out.append(DeviceArray(ptr, dims, np.dtype(o.dtype), owner=False, base=base))
         check(drv.cuStreamSynchronize(s0), "cuStreamSynchronize")
         return out
@@ -257,9 +258,9 @@ class GpuRuntime:
                                      "cuGraphInstantiate")
         check(drv.cuGraphLaunch(self._graph_exec, s0), "cuGraphLaunch")
 
-    def address(self, sl: BufferSlice) -> int:
+    def address(self, sl: Slice) -> int:
         """Device address of a slice under the current bindings."""
-        return self.bases[sl.allocation] + sl.offset
+        return self.bases[sl.index] + sl.offset
 
     def execute(self, thunk: Thunk) -> None:
         """Issue `thunk` (recursively) on its stream, honouring its events."""
@@ -271,7 +272,7 @@ class GpuRuntime:
         if thunk.record_event is not None:
             check(drv.cuEventRecord(self.events[thunk.record_event], stream), "cuEventRecord")
 
-    def read_scalar(self, sl: BufferSlice, stream: Any) -> int:
+    def read_scalar(self, sl: Slice, stream: Any) -> int:
         """Copy a small device value (pred / s32) back and wait for it."""
         n = min(sl.size, 8)
         self._host_word[0] = 0

@@ -2,8 +2,9 @@
 
 Every thunk is a plain dataclass that knows which buffer slices it reads and writes and
 serialises to / from a plain dict (`to_dict` / `thunk_from_dict`) for the artifact. Slices are
-`BufferSlice(allocation, offset, size)`: the runtime resolves them as
-`base[allocation] + offset`, so thunks never hold device addresses.
+the buffer assignment's `Slice(allocation, offset, size)` (JSON `[index, offset, size]`,
+read back against the executable's allocation table): the runtime resolves them as
+`base[slice.index] + offset`, so thunks never hold device addresses.
 
 Stream fields (set by `streams.plan_streams`, default: everything on stream 0):
 `stream`, `wait_events` (event ids the stream waits for before the thunk) and `record_event`
@@ -11,39 +12,19 @@ Stream fields (set by `streams.plan_streams`, default: everything on stream 0):
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from xlc.errors import ArtifactError
-
-
-@dataclass(frozen=True)
-class BufferSlice:
-    """`size` bytes at `offset` of BufferAllocation number `allocation`."""
-
-    allocation: int
-    offset: int
-    size: int
-
-    def overlaps(self, other: BufferSlice) -> bool:
-        """Whether the two slices share a byte."""
-        return (self.allocation == other.allocation and self.offset < other.offset + other.size
-                and other.offset < self.offset + self.size)
-
-    def to_list(self) -> list[int]:
-        return [self.allocation, self.offset, self.size]
-
-    @staticmethod
-    def from_list(v: list[int]) -> BufferSlice:
-        return BufferSlice(int(v[0]), int(v[1]), int(v[2]))
+from xlc.passes.allocation import BufferAllocation, Slice
 
 
 @dataclass
 class KernelArg:
     """One kernel pointer argument: a slice and whether the kernel reads / writes it."""
 
-    slice: BufferSlice
+    slice: Slice
     read: bool
     written: bool
 
@@ -59,11 +40,11 @@ class Thunk:
 
     kind = "thunk"
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         """Slices read by the thunk (nested thunks included)."""
         return []
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         """Slices written by the thunk (nested thunks included)."""
         return []
 
@@ -105,66 +86,66 @@ class KernelThunk(Thunk):
 
     kind = "kernel"
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return [a.slice for a in self.args if a.read]
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [a.slice for a in self.args if a.written]
 
     def _fields(self) -> dict[str, Any]:
         return {"kernel": self.kernel, "grid": list(self.grid), "block": list(self.block),
                 "shared_bytes": self.shared_bytes,
-                "args": [[*a.slice.to_list(), int(a.read), int(a.written)] for a in self.args]}
+                "args": [[*a.slice.to_json(), int(a.read), int(a.written)] for a in self.args]}
 
 
 @dataclass
 class MemzeroThunk(Thunk):
     """Set every byte of `dest` to zero."""
 
-    dest: BufferSlice = BufferSlice(0, 0, 0)
+    dest: Slice = field(kw_only=True)
 
     kind = "memzero"
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [self.dest]
 
     def _fields(self) -> dict[str, Any]:
-        return {"dest": self.dest.to_list()}
+        return {"dest": self.dest.to_json()}
 
 
 @dataclass
 class Memset32Thunk(Thunk):
     """Fill `dest` (size a multiple of 4) with the 32-bit pattern `value`."""
 
-    dest: BufferSlice = BufferSlice(0, 0, 0)
+    dest: Slice = field(kw_only=True)
     value: int = 0
 
     kind = "memset32"
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [self.dest]
 
     def _fields(self) -> dict[str, Any]:
-        return {"dest": self.dest.to_list(), "value": self.value}
+        return {"dest": self.dest.to_json(), "value": self.value}
 
 
 @dataclass
 class DeviceToDeviceCopyThunk(Thunk):
     """Copy `src.size` bytes from `src` to `dst` on the device."""
 
-    src: BufferSlice = BufferSlice(0, 0, 0)
-    dst: BufferSlice = BufferSlice(0, 0, 0)
+    src: Slice = field(kw_only=True)
+    dst: Slice = field(kw_only=True)
 
     kind = "d2d_copy"
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return [self.src]
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [self.dst]
 
     def _fields(self) -> dict[str, Any]:
-        return {"src": self.src.to_list(), "dst": self.dst.to_list()}
+        return {"src": self.src.to_json(), "dst": self.dst.to_json()}
 
 
 @dataclass
@@ -172,15 +153,15 @@ class HostToDeviceCopyThunk(Thunk):
     """Copy entry argument number `parameter` (host bytes) into `dst`."""
 
     parameter: int = 0
-    dst: BufferSlice = BufferSlice(0, 0, 0)
+    dst: Slice = field(kw_only=True)
 
     kind = "h2d_copy"
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [self.dst]
 
     def _fields(self) -> dict[str, Any]:
-        return {"parameter": self.parameter, "dst": self.dst.to_list()}
+        return {"parameter": self.parameter, "dst": self.dst.to_json()}
 
 
 @dataclass
@@ -188,15 +169,15 @@ class DeviceToHostCopyThunk(Thunk):
     """Copy `src` back to the host as flat output number `output`."""
 
     output: int = 0
-    src: BufferSlice = BufferSlice(0, 0, 0)
+    src: Slice = field(kw_only=True)
 
     kind = "d2h_copy"
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return [self.src]
 
     def _fields(self) -> dict[str, Any]:
-        return {"output": self.output, "src": self.src.to_list()}
+        return {"output": self.output, "src": self.src.to_json()}
 
 
 @dataclass
@@ -210,10 +191,10 @@ class SequentialThunk(Thunk):
     def children(self) -> list[Thunk]:
         return list(self.thunks)
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return [s for t in self.thunks for s in t.reads()]
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [s for t in self.thunks for s in t.writes()]
 
     def _fields(self) -> dict[str, Any]:
@@ -226,7 +207,7 @@ class WhileThunk(Thunk):
     run `body` }. With `trip_count` known, the body runs that many times without syncs."""
 
     condition: SequentialThunk = field(default_factory=lambda: SequentialThunk("cond"))
-    predicate: BufferSlice = BufferSlice(0, 0, 1)
+    predicate: Slice = field(kw_only=True)
     body: SequentialThunk = field(default_factory=lambda: SequentialThunk("body"))
     trip_count: int | None = None
 
@@ -235,14 +216,14 @@ class WhileThunk(Thunk):
     def children(self) -> list[Thunk]:
         return [self.condition, self.body]
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return self.condition.reads() + self.body.reads()
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return self.condition.writes() + self.body.writes()
 
     def _fields(self) -> dict[str, Any]:
-        return {"condition": self.condition.to_dict(), "predicate": self.predicate.to_list(),
+        return {"condition": self.condition.to_dict(), "predicate": self.predicate.to_json(),
                 "body": self.body.to_dict(), "trip_count": self.trip_count}
 
 
@@ -251,7 +232,7 @@ class ConditionalThunk(Thunk):
     """Read the branch index at `index` (a pred when `index_is_pred`: true -> branch 0) and
     run that branch; an out-of-range s32 index runs the last branch (XLA semantics)."""
 
-    index: BufferSlice = BufferSlice(0, 0, 4)
+    index: Slice = field(kw_only=True)
     index_is_pred: bool = False
     branches: list[SequentialThunk] = field(default_factory=list)
 
@@ -260,60 +241,68 @@ class ConditionalThunk(Thunk):
     def children(self) -> list[Thunk]:
         return list(self.branches)
 
-    def reads(self) -> list[BufferSlice]:
+    def reads(self) -> list[Slice]:
         return [self.index] + [s for br in self.branches for s in br.reads()]
 
-    def writes(self) -> list[BufferSlice]:
+    def writes(self) -> list[Slice]:
         return [s for br in self.branches for s in br.writes()]
 
     def _fields(self) -> dict[str, Any]:
-        return {"index": self.index.to_list(), "index_is_pred": self.index_is_pred,
+        return {"index": self.index.to_json(), "index_is_pred": self.index_is_pred,
                 "branches": [b.to_dict() for b in self.branches]}
 
 
 # ---- deserialisation ---------------------------------------------------------------------
-def _sl(d: dict[str, Any], key: str) -> BufferSlice:
-    return BufferSlice.from_list(d[key])
+_Table = Sequence[BufferAllocation]
 
 
-def _seq(d: dict[str, Any]) -> SequentialThunk:
-    t = thunk_from_dict(d)
+def _sl(d: dict[str, Any], key: str, allocs: _Table) -> Slice:
+    return Slice.from_json(d[key], allocs)
+
+
+def _seq(d: dict[str, Any], allocs: _Table) -> SequentialThunk:
+    t = thunk_from_dict(d, allocs)
     if not isinstance(t, SequentialThunk):
         raise ArtifactError(f"expected a sequential thunk, got {d.get('kind')!r}")
     return t
 
 
-_DECODERS: dict[str, Callable[[dict[str, Any], str], Thunk]] = {
-    "kernel": lambda d, h: KernelThunk(
+_DECODERS: dict[str, Callable[[dict[str, Any], str, _Table], Thunk]] = {
+    "kernel": lambda d, h, al: KernelThunk(
         h, kernel=d["kernel"], grid=tuple(d["grid"]), block=tuple(d["block"]),  # type: ignore
         shared_bytes=int(d["shared_bytes"]),
-        args=[KernelArg(BufferSlice(a[0], a[1], a[2]), bool(a[3]), bool(a[4]))
+        args=[KernelArg(Slice.from_json(a[:3], al), bool(a[3]), bool(a[4]))
               for a in d["args"]]),
-    "memzero": lambda d, h: MemzeroThunk(h, dest=_sl(d, "dest")),
-    "memset32": lambda d, h: Memset32Thunk(h, dest=_sl(d, "dest"), value=int(d["value"])),
-    "d2d_copy": lambda d, h: DeviceToDeviceCopyThunk(h, src=_sl(d, "src"), dst=_sl(d, "dst")),
-    "h2d_copy": lambda d, h: HostToDeviceCopyThunk(h, parameter=int(d["parameter"]),
-                                                   dst=_sl(d, "dst")),
-    "d2h_copy": lambda d, h: DeviceToHostCopyThunk(h, output=int(d["output"]),
-                                                   src=_sl(d, "src")),
-    "sequential": lambda d, h: SequentialThunk(h, thunks=[thunk_from_dict(t)
-                                                          for t in d["thunks"]]),
-    "while": lambda d, h: WhileThunk(h, condition=_seq(d["condition"]),
-                                     predicate=_sl(d, "predicate"), body=_seq(d["body"]),
-                                     trip_count=d.get("trip_count")),
-    "conditional": lambda d, h: ConditionalThunk(
-        h, index=_sl(d, "index"), index_is_pred=bool(d["index_is_pred"]),
-        branches=[_seq(b) for b in d["branches"]]),
+    "memzero": lambda d, h, al: MemzeroThunk(h, dest=_sl(d, "dest", al)),
+    "memset32": lambda d, h, al: Memset32Thunk(h, dest=_sl(d, "dest", al),
+                                               value=int(d["value"])),
+    "d2d_copy": lambda d, h, al: DeviceToDeviceCopyThunk(h, src=_sl(d, "src", al),
+                                                         dst=_sl(d, "dst", al)),
+    "h2d_copy": lambda d, h, al: HostToDeviceCopyThunk(h, parameter=int(d["parameter"]),
+                                                       dst=_sl(d, "dst", al)),
+    "d2h_copy": lambda d, h, al: DeviceToHostCopyThunk(h, output=int(d["output"]),
+                                                       src=_sl(d, "src", al)),
+    "sequential": lambda d, h, al: SequentialThunk(h, thunks=[thunk_from_dict(t, al)
+                                                              for t in d["thunks"]]),
+    "while": lambda d, h, al: WhileThunk(h, condition=_seq(d["condition"], al),
+                                         predicate=_sl(d, "predicate", al),
+                                         body=_seq(d["body"], al),
+                                         trip_count=d.get("trip_count")),
+    "conditional": lambda d, h, al: ConditionalThunk(
+        h, index=_sl(d, "index", al), index_is_pred=bool(d["index_is_pred"]),
+        branches=[_seq(b, al) for b in d["branches"]]),
 }
 
 
-def thunk_from_dict(d: dict[str, Any]) -> Thunk:
-    """Rebuild a thunk (tree) from `Thunk.to_dict()` output; ArtifactError on unknown kinds."""
+def thunk_from_dict(d: dict[str, Any], allocations: Sequence[BufferAllocation]) -> Thunk:
+    """Rebuild a thunk (tree) from `Thunk.to_dict()` output, resolving its slices in
+    `allocations` (the executable's table, indexed by allocation number). ArtifactError on
+    unknown kinds, ValueError (`Slice.from_json`) on a slice the table does not hold."""
     try:
         decode = _DECODERS[d["kind"]]
     except KeyError:
         raise ArtifactError(f"unknown thunk kind {d.get('kind')!r} in artifact") from None
-    t = decode(d, str(d.get("hlo", "")))
+    t = decode(d, str(d.get("hlo", "")), allocations)
     t.stream = int(d.get("stream", 0))
     t.wait_events = [int(e) for e in d.get("wait_events", [])]
     rec = d.get("record_event")

@@ -2,7 +2,9 @@
 
 * `llvm_utils` - LLVM types for PrimitiveTypes, exact constants, intrinsics, `for_range` /
   `for_nest` loops, host target machine, verification (LoweringError), new-pass-manager
-  optimisation, object/assembly emission, the process-wide MCJIT engine.
+  optimisation, object/assembly emission.
+* `ir_array` - `IrArray`: one array operand or output in LLVM IR (element type, physical
+  order, linear offsets, element loads and stores), `physical_order`, `constant_bytes`.
 * `math` - vectorisable transcendentals in IR (exp, expm1, log, log1p, tanh, logistic, erf,
   sin, cos, tan, pow, atan2, sqrt, rsqrt, cbrt) for f32/f64 with documented ulp bounds.
 * `elemental` (+ `convert`, `scalar_types`) - one scalar generator per elementwise opcode,

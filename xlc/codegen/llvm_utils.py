@@ -4,7 +4,8 @@ What lives here: LLVM types for PrimitiveTypes, exact constants (scalars or spla
 intrinsic calls (with LLVM's name mangling, vector types included), loop helpers built on
 llvmlite's IRBuilder (`for_range`, `for_nest`), host target machine creation, verification
 (`LoweringError` carrying LLVM's message and the kernel name), O0-O3 optimisation through the new
-pass builder, object/assembly emission and one MCJIT engine per process.
+pass builder, object/assembly emission, process-unique symbol names. (The CPU's MCJIT engine
+is `xlc/backend_cpu/jit.py`.)
 
 Value representation used by every emitter (`value_type`): pred -> i1, s*/u* -> iN,
 f16 -> half, bf16 -> i16 (raw bits; llvmlite has no bfloat type), f32 -> float, f64 -> double,
@@ -282,6 +283,18 @@ def has_vector_ldexp(module: ir.Module) -> bool:
     return module.triple.startswith("x86_64") and "+avx512f" in host_cpu()[1].split(",")
 
 
+def new_target_machine(opt: int = 3, jit: bool = False, pic: bool = False,
+                       ) -> llvm.TargetMachine:
+    """A new, uncached target machine for the host CPU with all its features, for a consumer
+    that takes ownership of it (`llvm.create_mcjit_compiler` does)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, features = host_cpu()
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=cpu, features=features, opt=opt, reloc="pic" if pic else "default",
+        codemodel="jitdefault", jit=jit)
+
+
 def target_machine(opt: int = 3, jit: bool = False, pic: bool = False) -> llvm.TargetMachine:
     """A cached target machine for the host CPU with all its features.
 
@@ -292,12 +305,7 @@ def target_machine(opt: int = 3, jit: bool = False, pic: bool = False) -> llvm.T
         key = (opt, jit, pic)
         tm = _target_machines.get(key)
         if tm is None:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            cpu, features = host_cpu()
-            tm = llvm.Target.from_default_triple().create_target_machine(
-                cpu=cpu, features=features, opt=opt, reloc="pic" if pic else "default",
-                codemodel="jitdefault", jit=jit)
+            tm = new_target_machine(opt, jit, pic)
             _target_machines[key] = tm
         return tm
 
@@ -370,71 +378,11 @@ def emit_assembly(ref: llvm.ModuleRef) -> str:
     return target_machine().emit_assembly(ref)
 
 
-# ---- JIT ----------------------------------------------------------------------------------
-class JitEngine:
-    """The process-wide MCJIT engine. Modules are added once and stay alive as long as the
-    process; symbol names must therefore be unique across all modules added."""
-
-    def __init__(self) -> None:
-        backing = llvm.parse_assembly("")
-        tm = target_machine(3, jit=True)
-        # create_mcjit_compiler takes ownership of tm: drop it from the cache.
-        with _lock:
-            _target_machines.pop((3, True, False), None)
-        self._engine = llvm.create_mcjit_compiler(backing, tm)
-        self._symbols: set[str] = set()
-
-    def add_module(self, ref: llvm.ModuleRef) -> None:
-        """Add a verified (optimised) module and finalise it, so its functions are callable.
-
-        Raises LoweringError if it defines a function name already defined in the engine. The
-        run-time libraries the module calls (`xlc.codegen.runtime_lib`: thread pool, GEMMs)
-        are made available first."""
-        defined = {f.name for f in ref.functions if not f.is_declaration}
-        from xlc.codegen import runtime_lib
-
-        runtime_lib.ensure_for_symbols(f.name for f in ref.functions if f.is_declaration)
-        with _lock:
-            clash = defined & self._symbols
-            if clash:
-                raise LoweringError(
-                    f"JIT symbol(s) {sorted(clash)} already defined by another kernel")
-            self._engine.add_module(ref)
-            self._engine.finalize_object()
-            self._symbols |= defined
-
-    def address(self, name: str) -> int:
-        """Address of a finalised function; LoweringError if unknown."""
-        addr = self._engine.get_function_address(name)
-        if not addr:
-            raise LoweringError(f"JIT has no function named '{name}'")
-        return addr
-
-
-_engine: JitEngine | None = None
+# ---- symbols ------------------------------------------------------------------------------
 _counter = iter(range(1 << 62))
-
-
-def jit_engine() -> JitEngine:
-    """The one MCJIT engine of this process (created on first use)."""
-    global _engine
-    with _lock:
-        if _engine is None:
-            _engine = JitEngine()
-        return _engine
 
 
 def unique_symbol(base: str) -> str:
     """A process-unique symbol name starting with `base` (for JIT-compiled kernels)."""
     with _lock:
         return f"{base}_{next(_counter)}"
-
-
-def compile_module(module: ir.Module | str, kernel_name: str, opt_level: int = 3,
-                   verify: bool = True) -> llvm.ModuleRef:
-    """Verify, optimise and add a module to the JIT; returns the optimised ModuleRef (whose
-    `str()` is the optimised IR). Raises LoweringError on verification failure."""
-    ref = parse_and_verify(module, kernel_name, verify)
-    optimize(ref, opt_level)
-    jit_engine().add_module(ref)
-    return ref

@@ -30,6 +30,7 @@ from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
+from xlc.hlo.sort_call import SORT_TARGET, sort_call_sort
 from xlc.hlo.support import check_runnable
 
 log = logging.getLogger("xlc.hlo.evaluator")
@@ -266,6 +267,11 @@ def _custom_call(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value
         workspace = inst.shape.tuple_shapes[1]  # type: ignore[index]
         return (DATA_HANDLERS[Opcode.DOT](ev, gemm_call_dot(inst), ops),
                 np.zeros(workspace.dims, np.uint8))
+    if target == SORT_TARGET:  # xlc's sort with a workspace output (xlc/hlo/sort_call.py)
+        workspace = inst.shape.tuple_shapes[-1]  # type: ignore[index]
+        sorted_ = INDEXING_HANDLERS[Opcode.SORT](ev, sort_call_sort(inst), ops)
+        parts = list(sorted_) if isinstance(sorted_, tuple) else [sorted_]
+        return (*parts, np.zeros(workspace.dims, np.uint8))
     raise UnsupportedOpError(f"custom-call '{inst.name}': unknown custom_call_target "
                              f"{target!r}; the evaluator cannot run it")
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape, ShapeIndex, default_layout
+from xlc.hlo.sort_call import is_sort_call
 
 # ---- in-place pairs -------------------------------------------------------------------------
 InPlacePair = tuple[int, ShapeIndex, ShapeIndex]  # (operand number, operand index, output index)
@@ -290,7 +291,7 @@ def can_share_operand_buffer(operand: HloInstruction, user: HloInstruction,
     in-place pairs, loop/input fusions using the operand only elementwise, a row-reduction
     output of an input fusion whose operand is read per row only (see `_share_fusion` for the
     emitter contract), output fusions `add(dot, X)` for X, while/conditional, sort's matching
-    element, and elementwise users."""
+    element (also of a `__xlc$sort` custom-call), and elementwise users."""
     if operand.opcode is Opcode.CONSTANT:
         return False
     slots = [k for k, o in enumerate(user.operands) if o is operand]
@@ -311,4 +312,6 @@ def can_share_operand_buffer(operand: HloInstruction, user: HloInstruction,
         return True
     if user.opcode is Opcode.SORT:
         return _share_sort(operand, user, slots, user_index)
+    if is_sort_call(user):  # a sort with a workspace output: element k is operand k sorted
+        return len(slots) == 1 and user_index == (slots[0],)
     return user.opcode.is_elementwise and not a.is_tuple

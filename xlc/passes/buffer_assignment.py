@@ -11,17 +11,28 @@ Follows XLA's `BufferAssigner` (see xla-notes section 6):
   combined temp allocation per color (whole-module mode: while bodies and branches share the heap),
   reusing a dying operand's chunk where CanShareOperandBufferWithUser allows. Without a total
   order (Dependency/Predecessor ordering) temps are packed greedily with `may_interfere`.
+
+`BufferAllocation` and `Slice` are defined in `allocation.py` (the one pair of types the
+backends, the manifest and the runtimes share) and re-exported here.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from xlc.errors import VerificationError
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import POINTER_SIZE, ShapeIndex
+from xlc.passes.allocation import (
+    CONSTANT,
+    OUTPUT,
+    PARAMETER,
+    TEMP,
+    THREAD_LOCAL,
+    BufferAllocation,
+    Slice,
+)
 from xlc.passes.dataflow import (
     CONTROL,
     EMBEDDED,
@@ -31,9 +42,8 @@ from xlc.passes.dataflow import (
     LogicalBuffer,
 )
 from xlc.passes.heap_simulator import (
-    CPU_ALIGNMENT,
+    DEFAULT_ALIGNMENT,
     HeapBuffer,
-    HeapResult,
     SharedUse,
     best_fit_heap,
     check_alignment,
@@ -46,93 +56,8 @@ from xlc.passes.scheduler import default_memory_schedule
 
 log = logging.getLogger("xlc.passes.buffer_assignment")
 
-PARAMETER = "parameter"
-CONSTANT = "constant"
-THREAD_LOCAL = "thread_local"
-OUTPUT = "output"
-TEMP = "temp"
-
-
-@dataclass(eq=False)
-class BufferAllocation:
-    """One contiguous block the runtime provides. `assigned` maps each LogicalBuffer to its
-    (offset, size) inside the block. Flags follow XLA's BufferAllocation."""
-
-    index: int
-    size: int
-    color: int = 0
-    is_entry_computation_parameter: bool = False
-    parameter_number: int = -1
-    parameter_index: ShapeIndex = ()
-    is_constant: bool = False
-    is_thread_local: bool = False
-    maybe_live_out: bool = False
-    is_tuple: bool = False
-    aliased_with_output: bool = False
-    assigned: dict[LogicalBuffer, tuple[int, int]] = field(default_factory=dict)
-    heap: HeapResult | None = None
-    peak_buffers: list[LogicalBuffer] = field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        """parameter > constant > thread_local > output > temp (the corpus's convention)."""
-        if self.is_entry_computation_parameter:
-            return PARAMETER
-        if self.is_constant:
-            return CONSTANT
-        if self.is_thread_local:
-            return THREAD_LOCAL
-        if self.maybe_live_out:
-            return OUTPUT
-        return TEMP
-
-    @property
-    def is_readonly(self) -> bool:
-        """A non-donated entry parameter or a constant: never written."""
-        return (self.is_entry_computation_parameter and not self.aliased_with_output) \
-            or self.is_constant
-
-    @property
-    def is_preallocated_temp(self) -> bool:
-        """The combined temp block the runtime allocates per execution."""
-        return self.kind == TEMP
-
-    def add(self, buf: LogicalBuffer, offset: int, size: int) -> None:
-        """Place `buf` at `offset` (each buffer at most once)."""
-        if buf in self.assigned:
-            raise VerificationError(f"buffer {buf} assigned twice to allocation {self.index}")
-        self.assigned[buf] = (offset, size)
-
-    def __repr__(self) -> str:
-        return f"<allocation {self.index} {self.kind} size={self.size}>"
-
-
-@dataclass(frozen=True, eq=False)
-class Slice:
-    """A piece of an allocation: what emitters and runtimes consume."""
-
-    allocation: BufferAllocation
-    offset: int
-    size: int
-
-    @property
-    def index(self) -> int:
-        """The allocation's index."""
-        return self.allocation.index
-
-    def key(self) -> tuple[int, int, int]:
-        """(allocation index, offset, size): equality and hashing."""
-        return (self.allocation.index, self.offset, self.size)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Slice) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def __str__(self) -> str:
-        return f"{{index:{self.allocation.index}, offset:{self.offset}, size:{self.size}}}"
-
+__all__ = ["CONSTANT", "OUTPUT", "PARAMETER", "TEMP", "THREAD_LOCAL", "BufferAllocation",
+           "BufferAssignment", "Slice", "assign_buffers", "temp_lower_bound"]
 
 class BufferAssignment:
     """The result of `assign_buffers`: allocations and queries over them."""
@@ -237,7 +162,7 @@ class BufferAssignment:
 
 # ---- the assigner ---------------------------------------------------------------------------
 def assign_buffers(module: HloModule, ordering: HloOrdering | None = None,
-                   alignment: int = CPU_ALIGNMENT, pointer_size: int = POINTER_SIZE,
+                   alignment: int = DEFAULT_ALIGNMENT, pointer_size: int = POINTER_SIZE,
                    reuse_operands: bool = True) -> BufferAssignment:
     """Assign every buffer of `module` (see the module docstring).
 

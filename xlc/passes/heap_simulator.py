@@ -26,8 +26,9 @@ from xlc.passes.ordering import LiveRanges, TimeInterval
 
 log = logging.getLogger("xlc.passes.heap_simulator")
 
-CPU_ALIGNMENT = 64
-GPU_ALIGNMENT = 256
+DEFAULT_ALIGNMENT = 64
+"""The slice alignment when no backend names one (tests, pictures); each backend passes its
+own `Backend.alignment` to buffer assignment."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ ORDERS: dict[str, Callable[[HeapBuffer], tuple[int, int, int]]] = {
 }
 
 
-def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer], alignment: int = CPU_ALIGNMENT,
+def global_decreasing_size_best_fit(buffers: Iterable[HeapBuffer],
+                                    alignment: int = DEFAULT_ALIGNMENT,
                                     order: str = "spatial") -> HeapResult:
     """Place every buffer (XLA's GlobalDecreasingSizeBestFitHeap). Requires alignment >= 1 and
     unique keys. Guarantees: every offset is a multiple of the buffer's own `alignment` when
@@ -178,7 +180,7 @@ def _best_fit(used: list[tuple[int, int]], size: int, alignment: int) -> int:
     return best if best is not None else cursor
 
 
-def best_fit_heap(buffers: Iterable[HeapBuffer], alignment: int = CPU_ALIGNMENT) -> HeapResult:
+def best_fit_heap(buffers: Iterable[HeapBuffer], alignment: int = DEFAULT_ALIGNMENT) -> HeapResult:
     """XLA's default: run the spatial and the temporal orders, keep the smaller heap (ties go
     to spatial)."""
     items = list(buffers)

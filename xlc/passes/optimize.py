@@ -34,6 +34,7 @@ from xlc.passes.cse import CommonSubexpressionElimination
 from xlc.passes.dce import DeadCodeElimination
 from xlc.passes.forwarding_layouts import ForwardingLayouts
 from xlc.passes.fusion import InstructionFusion
+from xlc.passes.heap_simulator import DEFAULT_ALIGNMENT
 from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
 from xlc.passes.row_fusion import RowFusion
@@ -111,7 +112,8 @@ class OptimizedModule:
 
 
 def optimize_module(module: HloModule, options: CompileOptions | None = None,
-                    passes: list[HloPass | FixedPoint] | None = None, alignment: int = 64,
+                    passes: list[HloPass | FixedPoint] | None = None,
+                    alignment: int = DEFAULT_ALIGNMENT,
                     name: str = "standard", **overrides: Any) -> OptimizedModule:
     """Run `passes` (default `standard_passes`) on `module` in place, then assign buffers.
 

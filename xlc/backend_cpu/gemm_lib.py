@@ -1,5 +1,5 @@
 """The packed GEMM as a run-time library: one generic copy per element type, compiled once per
-process (`xlc.codegen.runtime_lib`) and called by every executable's dots.
+process (`xlc.backend_cpu.runtime_lib`) and called by every executable's dots.
 
     void xlc_gemm_f32_shares(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares,
                              i64 slot, ptr params)
@@ -19,7 +19,7 @@ B again (with several shares per thread, that repeated packing cost ~5 % of a 10
 256 product). The pack phase must have finished before the compute shares start (two pool
 calls: `gemm.emit_gemm_entry`).
 The function computes the share `share` of `nshares` of C[b] (+)= A[b] @ B[b] (BLIS loop
-structure, see `xlc/codegen/gemm.py`), packing into the part `slot` of `scratch`
+structure, see `xlc/backend_cpu/gemm.py`), packing into the part `slot` of `scratch`
 (`gemm.scratch_bytes(spec, nslots)` bytes hold parts 0 .. nslots-1). The share says which part
 of C, the slot which packing buffers: the thread pool runs many shares per thread and tells
 each the slot of the thread running it (`xlc_pool_run_slots`), so any thread can take any
@@ -39,8 +39,7 @@ import logging
 
 from llvmlite import ir
 
-from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm_kernels import (
+from xlc.backend_cpu.gemm_kernels import (
     Blocking,
     emit_microkernel,
     emit_pack_a,
@@ -50,9 +49,10 @@ from xlc.codegen.gemm_kernels import (
     new_function,
     smin,
 )
+from xlc.codegen import llvm_utils as lu
 from xlc.hlo.shape import PrimitiveType
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 PARAMS = 15
 """Number of i64 values of the parameter block (see the module docstring)."""
@@ -287,7 +287,7 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
 
 def build_gemm_library(pt: PrimitiveType) -> ir.Module:
     """The library module of the generic GEMM for `pt` (f32 or f64)."""
-    from xlc.codegen.gemm import base_blocking
+    from xlc.backend_cpu.gemm import base_blocking
 
     module = lu.new_module(f"xlc_gemm_{pt.text}")
     emit_library_gemm(module, base_blocking(pt))

@@ -32,10 +32,11 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from xlc.backend_cpu.jit import jit_engine, new_mcjit_engine
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import ArtifactError
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,13 @@ class Library:
 LIBRARIES: dict[str, Library] = {
     lib.name: lib for lib in (
         Library("pool", ("xlc_pool_run_shares", "xlc_pool_run_slots", "xlc_pool_run"),
-                "xlc.codegen.thread_pool:build_pool_module",
+                "xlc.backend_cpu.thread_pool:build_pool_module",
                 opt_level=2),
         Library("gemm_f32", ("xlc_gemm_f32_shares", "xlc_gemm_f32_pack_b", "xlc_gemm_f32"),
-                "xlc.codegen.gemm_lib:build_gemm_library",
+                "xlc.backend_cpu.gemm_lib:build_gemm_library",
                 ("f32",)),
         Library("gemm_f64", ("xlc_gemm_f64_shares", "xlc_gemm_f64_pack_b", "xlc_gemm_f64"),
-                "xlc.codegen.gemm_lib:build_gemm_library",
+                "xlc.backend_cpu.gemm_lib:build_gemm_library",
                 ("f64",)),
     )
 }
@@ -115,7 +116,7 @@ def ensure(name: str) -> None:
                 log.warning("dropping the cached run-time library %s (%s)", cached, e)
         ref = lu.parse_and_verify(text, f"library {name}")
         lu.optimize(ref, lib.opt_level)
-        engine = lu.jit_engine()
+        engine = jit_engine()
         engine.add_module(ref)
         for sym in lib.exports:
             llvm.add_symbol(sym, engine.address(sym))
@@ -190,10 +191,7 @@ def link_object(name: str, obj: bytes, where: str) -> None:
 
 def _link(lib: Library, obj: bytes, where: str) -> None:
     """Link `obj` into an engine of its own and register `lib`'s symbols from it."""
-    tm = lu.target_machine(3, jit=True)
-    # create_mcjit_compiler owns the target machine: drop it from the shared cache.
-    lu._target_machines.pop((3, True, False), None)
-    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine = new_mcjit_engine()
     try:
         engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         engine.finalize_object()

@@ -29,10 +29,10 @@ there, so packing would only add a pass over A). Tiny problems and matrix-vector
 (`use_simple`) use a plain loop nest instead and run in share 0 only (the other shares
 return at once).
 
-`compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/codegen/parallel.py`) and
+`compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/backend_cpu/parallel.py`) and
 returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
 
-Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/codegen/gemm_dot.py; None when the
+Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/backend_cpu/gemm_dot.py; None when the
 dot is not f32/f64 or its dims do not merge), reserve `scratch_bytes(spec, nt)` bytes of temp,
 `emit_gemm(module, name, spec)`, then either call `name(A, B, C, scratch, 0, 1, 0)` yourself
 (one share) or add `emit_gemm_entry(module, name + "_mt", name, spec)` and call
@@ -49,15 +49,16 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
-from xlc.codegen.gemm_lib import PARAMS, declare_gemm
-from xlc.codegen.parallel import (
+from xlc.backend_cpu import jit
+from xlc.backend_cpu.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
+from xlc.backend_cpu.gemm_lib import PARAMS, declare_gemm
+from xlc.backend_cpu.parallel import (
     PARALLEL_FLOPS,
     SHARES_PER_THREAD,
     available_threads,
     emit_slotted_entry,
 )
+from xlc.codegen import llvm_utils as lu
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
 
@@ -65,7 +66,7 @@ __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_
            "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once",
            "packed_b_bytes", "use_simple", "blocking", "simple_loop_order"]
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 # Register tiles: f32 14 x 32 holds 28 zmm accumulators (+2 B vectors and the A broadcast: 31
 # of 32 zmm, no spills in the k loop); f64 the same with 8 lanes. 12x32, 8x48 and 6x64 measured
@@ -118,7 +119,7 @@ class GemmSpec:
             raise UnsupportedOpError(f"GEMM generator supports f32 and f64, not '{pt.text}'")
 
     def params(self, packed_once: bool = False) -> list[int]:
-        """The library GEMM's parameter block (`xlc.codegen.gemm_lib`)."""
+        """The library GEMM's parameter block (`xlc.backend_cpu.gemm_lib`)."""
         return [self.m, self.n, self.k, self.batch, *self.a_strides, *self.b_strides,
                 *self.c_strides, int(self.accumulate), int(packed_once)]
 
@@ -327,7 +328,7 @@ class CompiledGemm:
     def __init__(self, spec: GemmSpec, nthreads: int, symbol: str, entry: str):
         self.spec, self.nthreads = spec, nthreads
         self.nshares = gemm_shares(spec, nthreads)
-        eng = lu.jit_engine()
+        eng = jit.jit_engine()
         self.kernel_address = eng.address(symbol)
         self.pack_address = eng.address(f"{symbol}.pack") if not use_simple(spec) else 0
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64,
@@ -401,7 +402,7 @@ def compile_gemm(spec: GemmSpec, nthreads: int | None = None, opt_level: int = 3
             module = lu.new_module(sym)
             emit_gemm(module, sym, spec)
             emit_gemm_entry(module, f"{sym}_mt", sym, spec)
-            lu.compile_module(module, sym, opt_level)
+            jit.compile_module(module, sym, opt_level)
             _compiled[key] = sym
     return CompiledGemm(spec, nt, sym, f"{sym}_mt")
 

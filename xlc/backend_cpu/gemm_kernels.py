@@ -1,9 +1,9 @@
-"""Building blocks of the packed GEMM (see `xlc/codegen/gemm.py` for the driver).
+"""Building blocks of the packed GEMM (see `xlc/backend_cpu/gemm.py` for the driver).
 
 Everything here emits internal LLVM functions into an llvmlite module, specialised on a
 `Blocking` (register/cache block sizes, element type); operand strides and sizes are run-time
 arguments (the packers and the microkernel pick their fast paths by testing them), so one copy
-serves every GEMM of a type (`xlc/codegen/gemm_lib.py` builds that copy once per process):
+serves every GEMM of a type (`xlc/backend_cpu/gemm_lib.py` builds that copy once per process):
 
 * `emit_pack_a`: copies an `mc x kc` block of A into MR-row panels, `ap[p][kk][MR]`; row-major
   A by in-register vw x vw transposes, column-major A by masked vector loads;
@@ -31,7 +31,7 @@ from llvmlite import ir
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.shape import PrimitiveType
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 FAST = ("reassoc", "contract")
 SIMPLE_ROWS = 4  # C lines updated together by the plain axpy nest

@@ -1,5 +1,5 @@
 """Running generated kernels on several threads, through the process's persistent thread pool
-(`xlc.codegen.thread_pool`).
+(`xlc.backend_cpu.thread_pool`).
 
 Two shapes of parallel kernel exist:
 * `run_parallel(b, part, ptrs, count, nthreads)` emits, at the builder's position, the run of
@@ -18,7 +18,7 @@ nthreads)` with a small `job(args, share, nshares)` that unpacks them; the calli
 shares too. `part`
 and `kernel` must be safe to run concurrently for different shares. ctypes releases the GIL
 around the entry call, so nothing Python-side waits while the threads run. The pool is a
-run-time library (`xlc.codegen.runtime_lib`), linked when a module using it is added to the
+run-time library (`xlc.backend_cpu.runtime_lib`), linked when a module using it is added to the
 JIT engine.
 """
 from __future__ import annotations
@@ -29,16 +29,16 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
-from xlc.codegen import llvm_utils as lu
-from xlc.codegen.thread_pool import (
+from xlc.backend_cpu.thread_pool import (
     JOB_TYPE,
     MAX_WORKERS,
     SLOT_JOB_TYPE,
     declare_pool_run,
     declare_pool_run_slots,
 )
+from xlc.codegen import llvm_utils as lu
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 MAX_THREADS = MAX_WORKERS + 1
 
@@ -113,8 +113,24 @@ def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count
         jb.call(part, _unpack(jb, args, len(ptrs)) + [begin, end])
         jb.ret_void()
     threads = max(1, min(nthreads, count))
-    shares = 1 if threads == 1 else min(count, SHARES_PER_THREAD * threads)
+    shares = share_count(count, nthreads)
     _pack_and_run(b, job, ptrs, ir.Constant(lu.I64, shares), ir.Constant(lu.I64, threads))
+
+
+def share_count(count: int, nthreads: int) -> int:
+    """How many shares `run_parallel(..., count, nthreads)` cuts `[0, count)` into."""
+    threads = max(1, min(nthreads, count))
+    return 1 if threads == 1 else min(count, SHARES_PER_THREAD * threads)
+
+
+def share_of(b: ir.IRBuilder, begin: ir.Value, count: int, nshares: int) -> ir.Value:
+    """The index (i64) of the `run_parallel` share that starts at `begin` (0 <= index <
+    nshares, distinct for distinct shares): shares start at floor(count t / nshares), so t is
+    ceil(begin nshares / count). A kernel keeps per-share scratch at that index."""
+    if nshares <= 1:
+        return ir.Constant(lu.I64, 0)
+    num = b.add(b.mul(begin, ir.Constant(lu.I64, nshares)), ir.Constant(lu.I64, count - 1))
+    return b.sdiv(num, ir.Constant(lu.I64, count))
 
 
 def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs: int

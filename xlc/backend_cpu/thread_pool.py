@@ -48,7 +48,7 @@ Protocol (all shared words are 32- or 64-bit globals of the pool module; `seq_cs
   for `done == nshares`; whoever finishes the last share wakes it if it sleeps;
 * after `fork()` the child has no workers: the pool notices the new pid and starts new ones.
 
-The pool is a run-time library (`xlc.codegen.runtime_lib`): compiled once per process (or linked
+The pool is a run-time library (`xlc.backend_cpu.runtime_lib`): compiled once per process (or linked
 from an `.xlc` file's copy) and shared by every engine. `declare_pool_run(module)` declares it
 in a kernel module.
 """
@@ -60,7 +60,7 @@ from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 POOL_RUN = "xlc_pool_run"
 POOL_RUN_SHARES = "xlc_pool_run_shares"

@@ -1,4 +1,4 @@
-"""The process's thread pool (`xlc/codegen/thread_pool.py`): every share runs exactly once,
+"""The process's thread pool (`xlc/backend_cpu/thread_pool.py`): every share runs exactly once,
 whatever the numbers of shares and threads, for repeated, nested and concurrent callers; and a
 worker that cannot run (its CPU is busy) never stalls a call."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
-from xlc.codegen import llvm_utils as lu
-from xlc.codegen.thread_pool import (
+from xlc.backend_cpu import jit
+from xlc.backend_cpu.thread_pool import (
     JOB_TYPE,
     POOL_RUN,
     RUN_TYPE,
@@ -23,6 +23,7 @@ from xlc.codegen.thread_pool import (
     declare_pool_run,
     declare_pool_run_slots,
 )
+from xlc.codegen import llvm_utils as lu
 
 ROOT = Path(__file__).resolve().parents[2]
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -89,8 +90,8 @@ class PoolKernels:
         out, count, nshares, _ = legacy.args
         b.call(ir.Function(m, RUN_TYPE, name=POOL_RUN), [job, _pack(b, [out, count]), nshares])
         b.ret_void()
-        lu.compile_module(m, name, 2)
-        engine = lu.jit_engine()
+        jit.compile_module(m, name, 2)
+        engine = jit.jit_engine()
         self.run_fn = _RUN(engine.address(f"{name}_run"))
         self.nested_fn = _RUN(engine.address(f"{name}_nested"))
         self.legacy_fn = _RUN(engine.address(f"{name}_legacy"))
@@ -170,8 +171,8 @@ class SlotKernels:
         out, state, nshares, nthreads = run.args
         b.call(declare_pool_run_slots(m), [job, _pack(b, [out, state]), nshares, nthreads])
         b.ret_void()
-        lu.compile_module(m, name, 2)
-        self.run_fn = _RUN(lu.jit_engine().address(f"{name}_run"))
+        jit.compile_module(m, name, 2)
+        self.run_fn = _RUN(jit.jit_engine().address(f"{name}_run"))
 
     def run(self, nshares: int, nthreads: int) -> tuple[np.ndarray, np.ndarray]:
         out = np.full(max(nshares, 1), -1, np.int64)
@@ -331,8 +332,8 @@ _STALE_LIBRARY = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     import llvmlite.binding as llvm
     from xlc.codegen import llvm_utils as lu
-    from xlc.codegen import runtime_lib
-    from xlc.codegen.thread_pool import build_pool_module
+    from xlc.backend_cpu import runtime_lib
+    from xlc.backend_cpu.thread_pool import build_pool_module
     logging.basicConfig(level=logging.WARNING)
     old = build_pool_module()  # a pool library without the symbol the kernels call now
     old.get_global("xlc_pool_run_shares").name = "xlc_pool_run_shares_renamed"

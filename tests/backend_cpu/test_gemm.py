@@ -1,4 +1,4 @@
-"""The generated GEMM (xlc.codegen.gemm) against numpy: packed and plain paths, edge sizes,
+"""The generated GEMM (xlc.backend_cpu.gemm) against numpy: packed and plain paths, edge sizes,
 transposed and batched operands, strided outputs, accumulation, f64, thread counts; plus the
 emitted function's signature, scratch sizing and error messages."""
 from __future__ import annotations
@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from llvmlite import ir
 
 from tests.conftest import CORPUS, requires_corpus
-from xlc.codegen import gemm as G
+from xlc.backend_cpu import gemm as G
+from xlc.backend_cpu import jit
+from xlc.backend_cpu.gemm import GemmSpec, compile_gemm, scratch_bytes, use_simple
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.gemm import GemmSpec, compile_gemm, scratch_bytes, use_simple
 from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType as P
 
@@ -228,7 +229,7 @@ ENTRY main {
 
 
 def test_gemm_spec_for_dot_merges_dims_and_reads_layouts() -> None:
-    from xlc.codegen.gemm_dot import gemm_spec_for_dot
+    from xlc.backend_cpu.gemm_dot import gemm_spec_for_dot
     from xlc.hlo.parser import parse_module
 
     insts = {i.name: i for i in parse_module(_DOTS).entry.instructions}
@@ -251,7 +252,7 @@ def test_gemm_spec_for_dot_merges_dims_and_reads_layouts() -> None:
 @requires_corpus
 def test_batched_matmul_corpus_case() -> None:
     """Both dots of the corpus case `batched_matmul` (one with a transposed rhs)."""
-    from xlc.codegen.gemm_dot import gemm_spec_for_dot
+    from xlc.backend_cpu.gemm_dot import gemm_spec_for_dot
     from xlc.hlo.parser import parse_module
 
     case = CORPUS / "cases" / "batched_matmul"
@@ -301,11 +302,11 @@ def test_two_gemms_in_one_module() -> None:
         bld.call(entry, list(caller.args[4 * i:4 * i + 4])
                  + [ir.Constant(lu.I64, (5, 2)[i]), ir.Constant(lu.I64, 2)])
     bld.ret_void()
-    lu.compile_module(module, sym)
+    jit.compile_module(module, sym)
     c1, c2 = np.empty((100, 80), np.float32), np.empty((60, 90), np.float64)
     assert G.packs_b_once(s1, 5)  # 100 x 80: its shares split m, after a pack phase
     scratch = np.empty(max(scratch_bytes(s1, 2), scratch_bytes(s2, 2)), np.uint8)
-    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(lu.jit_engine().address(sym))
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(jit.jit_engine().address(sym))
     fn(a.ctypes.data, b.ctypes.data, c1.ctypes.data, scratch.ctypes.data,
        d.ctypes.data, e.ctypes.data, c2.ctypes.data, scratch.ctypes.data)
     _check(c1, a, b)
@@ -345,7 +346,7 @@ import os, statistics, sys, time
 sys.path.insert(0, {root!r})
 import numpy as np
 from xlc.backend_cpu import compile_cpu
-from xlc.codegen.gemm import GemmSpec, gemm_shares
+from xlc.backend_cpu.gemm import GemmSpec, gemm_shares
 from xlc.hlo.parser import parse_module
 from xlc.options import CompileOptions
 text = '''HloModule m

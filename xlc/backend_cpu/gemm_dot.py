@@ -1,4 +1,4 @@
-"""Map an HLO `dot` onto a `GemmSpec` (xlc/codegen/gemm.py) by strides alone.
+"""Map an HLO `dot` onto a `GemmSpec` (xlc/backend_cpu/gemm.py) by strides alone.
 
 XLA's DotGeneral output dims are [batch..., lhs free..., rhs free...]. The generated GEMM has
 one batch, one m, one n and one k dim, each with an element stride per operand; several HLO
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xlc.codegen.gemm import GemmSpec
+from xlc.backend_cpu.gemm import GemmSpec
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 
-log = logging.getLogger("xlc.codegen")
+log = logging.getLogger("xlc.backend_cpu")
 
 
 def element_strides(shape: Shape) -> list[int]:
