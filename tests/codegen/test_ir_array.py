@@ -11,11 +11,11 @@ from llvmlite import ir
 
 from xlc.backend_cpu import jit
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import IrArray, constant_bytes, physical_order
+from xlc.codegen.ir_array import IrArray, constant_bytes
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.evaluator_ops import from_physical, to_physical
 from xlc.hlo.parser import parse_module
-from xlc.hlo.shape import Layout, PrimitiveType, Shape, default_layout
+from xlc.hlo.shape import Layout, PrimitiveType, Shape, default_layout, physical_order
 
 P = PrimitiveType
 
@@ -124,15 +124,16 @@ LAYOUTS = [(), (0,), (1, 0), (0, 1), (2, 1, 0), (0, 1, 2), (1, 2, 0), (2, 0, 1),
 
 @pytest.mark.parametrize("m2m", LAYOUTS, ids=[str(list(m)) for m in LAYOUTS])
 def test_physical_order_matches_the_old_implementations(m2m: tuple[int, ...]) -> None:
+    """The one physical_order (xlc/hlo/shape.py) against the old formula and every user."""
     from xlc.backend_cpu.executable import _physical_perm
     from xlc.backend_gpu.executable import physical_perm
-    from xlc.hlo.evaluator_ops import _major_to_minor
+    from xlc.hlo.shape import layout_order
 
     dims = tuple(range(2, 2 + len(m2m)))
     for shape in (Shape.array(P.F32, dims, m2m), Shape(P.F32, dims, None)):
         order = physical_order(shape)
         assert order == _old_physical_order(shape)
-        assert order == _major_to_minor(shape.layout, shape.rank)
+        assert order == layout_order(shape.layout, shape.rank)  # the evaluator's form
         row_major = order == list(range(shape.rank))
         assert _physical_perm(shape) == (None if row_major else order)
         assert physical_perm(shape) == (None if row_major else tuple(order))

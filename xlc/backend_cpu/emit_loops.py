@@ -9,7 +9,6 @@ operands are read from their assigned slices.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -18,7 +17,6 @@ from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
     Kernel,
-    LeafEmitter,
     element_type,
     i64,
     loop_over,
@@ -26,12 +24,13 @@ from xlc.backend_cpu.emitter import (
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
-from xlc.codegen.indexing import Index, multi_to_linear
-from xlc.codegen.ir_array import physical_order
+from xlc.codegen.indexing import multi_to_linear
+from xlc.codegen.ir_array import LeafEmitter, operand_generator
+from xlc.codegen.ir_array import fusion_generator as shared_fusion_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -59,20 +58,9 @@ def output_buffers(inst: HloInstruction) -> list[tuple[HloInstruction, ShapeInde
 
 
 def fusion_generator(k: Kernel, fusion: HloInstruction) -> LeafEmitter:
-    """An elemental emitter for `fusion`'s fused computation reading its operands from `k`."""
-    ops = fusion.operands
-    return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx), scalar_fn=k.scalar_fn)
-
-
-def _reader(k: Kernel, op: HloInstruction) -> Callable[[Index], ir.Value]:
-    return lambda idx: k.read(op, idx)
-
-
-def operand_generator(k: Kernel, inst: HloInstruction) -> LeafEmitter:
-    """An elemental emitter for unfused `inst` whose operands are read from `k`."""
-    leaves: dict[int, Callable[[Index], ir.Value]] = {
-        op.uid: _reader(k, op) for op in inst.operands}
-    return LeafEmitter(k.b, lambda n, idx: k.read(inst.operands[n], idx), leaves)
+    """An elemental emitter for `fusion`'s fused computation reading its operands from `k`
+    (reduces inside it become loops through the kernel's scalar functions)."""
+    return shared_fusion_generator(k, fusion, k.scalar_fn)
 
 
 def _emit_roots(k: Kernel, gen: LeafEmitter, inst: HloInstruction,

@@ -38,11 +38,10 @@ from xlc.backend_cpu.emitter import (
 )
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import window_positions
-from xlc.codegen.ir_array import physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import Shape, ShapeIndex
+from xlc.hlo.shape import Shape, ShapeIndex, physical_order
 
 log = logging.getLogger("xlc.backend_cpu")
 

@@ -27,10 +27,9 @@ from llvmlite import ir
 
 from xlc.backend_cpu.emitter import CpuEmitter, Kernel, LeafEmitter, element_type
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 from xlc.passes.simplify_util import simple_reducer
 
 BLOCK = 1024

@@ -27,9 +27,8 @@ from llvmlite import ir
 from xlc.backend_cpu.emit_reduce_blocked import Hero, cut, sums_only
 from xlc.backend_cpu.emitter import CpuEmitter, Kernel, LeafEmitter, element_type
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.shape import Shape
+from xlc.hlo.shape import Shape, physical_order
 
 WIDTH = 512
 """The most kept inner elements a blocked column reduction handles: its block accumulators

@@ -16,9 +16,9 @@ from llvmlite import ir
 from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, element_type, i64
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import multi_to_linear, window_dims, window_positions
-from xlc.codegen.ir_array import physical_order
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
+from xlc.hlo.shape import physical_order
 
 log = logging.getLogger("xlc.backend_cpu")
 

@@ -38,12 +38,12 @@ from xlc.backend_cpu.kernel_reuse import UnitBuffers, UnitKeys, emit_shared, fin
 from xlc.backend_cpu.parallel import PARALLEL_ELEMENTS
 from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import ElementalIrEmitter, Index
-from xlc.codegen.ir_array import IrArray, constant_bytes, physical_order
+from xlc.codegen.indexing import Index
+from xlc.codegen.ir_array import IrArray, LeafEmitter, constant_bytes
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 from xlc.passes.buffer_assignment import BufferAssignment, Slice
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -120,62 +120,6 @@ class Kernel:
               shape_index: ShapeIndex = ()) -> None:
         """Store `value` at element `index` of `inst`'s (output) buffer at `shape_index`."""
         self.array(inst, shape_index).write(self.b, value, index)
-
-
-class LeafEmitter(ElementalIrEmitter):
-    """An ElementalIrEmitter where some instructions (unfused operands) are read from memory
-    through `leaves[uid](index)` instead of being generated."""
-
-    def __init__(self, builder: ir.IRBuilder, read_param: Callable[[int, Index], ir.Value],
-                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None,
-                 scalar_fn: Callable[[HloComputation], ir.Function] | None = None):
-        super().__init__(builder, read_param)
-        self.leaves = leaves or {}
-        self.scalar_fn = scalar_fn
-
-    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
-        leaf = self.leaves.get(inst.uid)
-        if leaf is not None:
-            return leaf(index)
-        if inst.opcode is Opcode.REDUCE and self.scalar_fn is not None:
-            return self._nested_reduce(inst, index)
-        return super().generate(inst, index)
-
-    def _nested_reduce(self, inst: HloInstruction, index: Index) -> ir.Value:
-        """A reduce inside a fusion (not its root, as XLA's optimized HLO has them): a loop
-        over the reduced dims at this output index. Element values generated inside the loop
-        are dropped from the cache afterwards (they do not dominate the loop exit)."""
-        if inst.shape.is_tuple:
-            raise UnsupportedOpError(
-                f"CPU backend: variadic reduce inside a fusion is unsupported ({inst.name})")
-        key = (inst.uid, tuple(id(v) for v in index))
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        b = self.b
-        operand, init = inst.operands
-        rdims = sorted(int(d) for d in inst.attrs["dimensions"])
-        kept = [d for d in range(operand.shape.rank) if d not in rdims]
-        assert self.scalar_fn is not None
-        fn = self.scalar_fn(inst.called[0])
-        init_v = self.generate(init, [])
-        with b.goto_entry_block():
-            slot = b.alloca(init_v.type)
-        b.store(init_v, slot)
-        saved = dict(self._cache)
-        with lu.for_nest(b, [operand.shape.dims[d] for d in rdims], name="nr") as ridx:
-            full: list[ir.Value] = [i64(0)] * operand.shape.rank
-            for d, v in zip(kept, index):
-                full[d] = v
-            for d, v in zip(rdims, ridx):
-                full[d] = v
-            x = self.generate(operand, full)
-            b.store(b.call(fn, [b.load(slot), x]), slot)
-        self._cache.clear()
-        self._cache.update(saved)
-        value = b.load(slot)
-        self._cache[key] = value
-        return value
 
 
 class ReducerEmitter(LeafEmitter):

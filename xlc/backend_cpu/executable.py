@@ -31,10 +31,9 @@ import numpy as np
 
 from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.output_pool import MIN_BYTES, OUTPUT_POOL
-from xlc.codegen.ir_array import physical_order
 from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloModule
-from xlc.hlo.shape import Shape, ShapeIndex
+from xlc.hlo.shape import Shape, ShapeIndex, physical_order
 from xlc.passes.buffer_assignment import BufferAssignment
 
 log = logging.getLogger("xlc.backend_cpu")

@@ -18,14 +18,11 @@ from llvmlite import ir
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     GpuKernel,
-    LeafEmitter,
     element_type,
-    fusion_generator,
     grid_stride,
     i32,
     i64,
     loop_launch,
-    operand_generator,
 )
 from xlc.backend_gpu.thunks import DeviceToDeviceCopyThunk, Thunk
 from xlc.codegen import llvm_utils as lu
@@ -35,6 +32,7 @@ from xlc.codegen.indexing import (
     linear_to_multi,
     multi_to_linear,
 )
+from xlc.codegen.ir_array import LeafEmitter, fusion_generator, operand_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode

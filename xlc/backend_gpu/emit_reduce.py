@@ -22,23 +22,20 @@ from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
     GpuKernel,
-    LeafEmitter,
     element_type,
-    fusion_generator,
     grid_stride,
     i64,
     loop_launch,
-    operand_generator,
     strided,
     unflatten,
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import physical_order
+from xlc.codegen.ir_array import LeafEmitter, fusion_generator, operand_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import ShapeIndex
+from xlc.hlo.shape import ShapeIndex, physical_order
 
 log = logging.getLogger("xlc.backend_gpu")
 

@@ -33,9 +33,8 @@ from xlc.backend_gpu.kernel import (
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
-from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 
 log = logging.getLogger("xlc.backend_gpu")
 

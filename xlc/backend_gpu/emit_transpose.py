@@ -20,9 +20,9 @@ from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.kernel import element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.ir_array import physical_order
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import physical_order
 
 log = logging.getLogger("xlc.backend_gpu")
 

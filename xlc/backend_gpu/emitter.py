@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.kernel import GpuKernel, LeafEmitter, new_kernel
+from xlc.backend_gpu.kernel import GpuKernel, new_kernel
 from xlc.backend_gpu.thunks import SequentialThunk, Thunk
 from xlc.codegen.indexing import Index
-from xlc.codegen.ir_array import constant_bytes
+from xlc.codegen.ir_array import LeafEmitter, constant_bytes
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode

@@ -18,9 +18,8 @@ import numpy as np
 
 from xlc.backend_gpu.streams import StreamPlan
 from xlc.backend_gpu.thunks import SequentialThunk, Thunk
-from xlc.codegen.ir_array import physical_order
 from xlc.errors import ArgumentError
-from xlc.hlo.shape import Shape
+from xlc.hlo.shape import Shape, physical_order
 from xlc.passes.allocation import BufferAllocation, Slice
 from xlc.passes.optimize import OptimizedModule
 

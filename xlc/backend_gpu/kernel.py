@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -21,7 +21,7 @@ from llvmlite import ir
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.thunks import KernelArg, KernelThunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import ElementalIrEmitter, Index
+from xlc.codegen.indexing import Index
 from xlc.codegen.ir_array import IrArray
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -210,34 +210,3 @@ def new_kernel(module: ir.Module, name: str, hlo: str,
     return GpuKernel(name, hlo, fn, b, distinct, args, slices,
                      written={sl.key() for _, _, sl in outputs},
                      read_keys={sl.key() for _, _, sl in inputs})
-
-
-class LeafEmitter(ElementalIrEmitter):
-    """An elemental emitter where some instructions (unfused operands) are read from memory
-    through `leaves[uid](index)` instead of being generated."""
-
-    def __init__(self, builder: ir.IRBuilder, read_param: Callable[[int, Index], ir.Value],
-                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None):
-        super().__init__(builder, read_param)
-        self.leaves = leaves or {}
-
-    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
-        leaf = self.leaves.get(inst.uid)
-        if leaf is not None:
-            return leaf(index)
-        return super().generate(inst, index)
-
-
-def fusion_generator(k: GpuKernel, fusion: HloInstruction) -> LeafEmitter:
-    """An elemental emitter for `fusion`'s fused computation reading its operands from `k`."""
-    ops = fusion.operands
-    return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx))
-
-
-def operand_generator(k: GpuKernel, inst: HloInstruction) -> LeafEmitter:
-    """An elemental emitter for unfused `inst` whose operands are read from `k`."""
-    def reader(op: HloInstruction) -> Callable[[Index], ir.Value]:
-        return lambda idx: k.read(op, idx)
-
-    leaves = {op.uid: reader(op) for op in inst.operands}
-    return LeafEmitter(k.b, lambda n, idx: k.read(inst.operands[n], idx), leaves)

@@ -7,34 +7,32 @@ made for the same dims and layout reuses its offset) and loads or stores element
 storage conventions of `llvm_utils` (`load_element` / `store_element`): in registers pred is
 i1, f16 is half and bf16 is its raw i16 bits; in memory pred is one byte.
 
-`physical_order(shape)` is the one definition of a shape's dims from the most major to the
-most minor; `constant_bytes(inst)` the bytes of an array constant in that order, which both
-backends place in their constant allocations.
+`constant_bytes(inst)` is the bytes of an array constant in its physical order
+(`xlc.hlo.shape.physical_order`, the one definition), which both backends place in their
+constant allocations. `LeafEmitter` and `fusion_generator` / `operand_generator` are the
+elemental generators both backends' kernels use: a fused computation's parameters, or an
+unfused instruction's operands, read through the kernel (any object with a builder `b` and
+`read(inst, index)`, `ArrayReader`).
 
 Use: `arr = IrArray(ptr, shape)`, then `arr.read(b, index)`, `arr.write(b, value, index)`, or
 the `*_linear` variants for an offset already known.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 from llvmlite import ir
 
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import Index, linear_to_multi, multi_to_linear
+from xlc.codegen.indexing import ElementalIrEmitter, Index, linear_to_multi, multi_to_linear
 from xlc.errors import UnsupportedOpError
-from xlc.hlo.ir import HloInstruction
-from xlc.hlo.shape import PrimitiveType, Shape, default_layout
+from xlc.hlo.ir import HloComputation, HloInstruction
+from xlc.hlo.opcodes import Opcode
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 
 __all__ = ["IrArray", "constant_bytes", "physical_order"]
-
-
-def physical_order(shape: Shape) -> list[int]:
-    """The logical dims of array `shape` from the most major to the most minor (the reverse of
-    its layout's minor_to_major; row-major, `[0, 1, ..., rank-1]`, without a layout)."""
-    lay = shape.layout or default_layout(shape.rank)
-    return list(reversed(lay.minor_to_major))
 
 
 def _array_element_type(shape: Shape, what: str) -> PrimitiveType:
@@ -117,3 +115,88 @@ class IrArray:
                      align: int | None = None) -> None:
         """Store `value` as physical element number `linear`."""
         lu.store_element(b, value, self.base, linear, self.element_type, align)
+
+
+class ArrayReader(Protocol):
+    """What the generators need of a kernel: its builder and element reads of its buffers."""
+
+    b: ir.IRBuilder
+
+    def read(self, inst: HloInstruction, index: Index, shape_index: ShapeIndex = ()
+             ) -> ir.Value: ...
+
+
+class LeafEmitter(ElementalIrEmitter):
+    """An ElementalIrEmitter where some instructions (unfused operands) are read from memory
+    through `leaves[uid](index)` instead of being generated. With `scalar_fn` (the backend's
+    function for a scalar computation), a reduce inside a fused computation is generated as a
+    loop over its reduced dims at each output index."""
+
+    def __init__(self, builder: ir.IRBuilder, read_param: Callable[[int, Index], ir.Value],
+                 leaves: dict[int, Callable[[Index], ir.Value]] | None = None,
+                 scalar_fn: Callable[[HloComputation], ir.Function] | None = None):
+        super().__init__(builder, read_param)
+        self.leaves = leaves or {}
+        self.scalar_fn = scalar_fn
+
+    def generate(self, inst: HloInstruction, index: Index) -> ir.Value:
+        leaf = self.leaves.get(inst.uid)
+        if leaf is not None:
+            return leaf(index)
+        if inst.opcode is Opcode.REDUCE and self.scalar_fn is not None:
+            return self._nested_reduce(inst, index)
+        return super().generate(inst, index)
+
+    def _nested_reduce(self, inst: HloInstruction, index: Index) -> ir.Value:
+        """A reduce inside a fusion (not its root, as XLA's optimized HLO has them): a loop
+        over the reduced dims at this output index. Element values generated inside the loop
+        are dropped from the cache afterwards (they do not dominate the loop exit)."""
+        if inst.shape.is_tuple:
+            raise UnsupportedOpError(
+                f"variadic reduce inside a fusion is unsupported ({inst.name})")
+        key = (inst.uid, tuple(id(v) for v in index))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        b = self.b
+        operand, init = inst.operands
+        rdims = sorted(int(d) for d in inst.attrs["dimensions"])
+        kept = [d for d in range(operand.shape.rank) if d not in rdims]
+        assert self.scalar_fn is not None
+        fn = self.scalar_fn(inst.called[0])
+        init_v = self.generate(init, [])
+        with b.goto_entry_block():
+            slot = b.alloca(init_v.type)
+        b.store(init_v, slot)
+        saved = dict(self._cache)
+        with lu.for_nest(b, [operand.shape.dims[d] for d in rdims], name="nr") as ridx:
+            full: list[ir.Value] = [ir.Constant(lu.I64, 0)] * operand.shape.rank
+            for d, v in zip(kept, index):
+                full[d] = v
+            for d, v in zip(rdims, ridx):
+                full[d] = v
+            x = self.generate(operand, full)
+            b.store(b.call(fn, [b.load(slot), x]), slot)
+        self._cache.clear()
+        self._cache.update(saved)
+        value = b.load(slot)
+        self._cache[key] = value
+        return value
+
+
+def fusion_generator(k: ArrayReader, fusion: HloInstruction,
+                     scalar_fn: Callable[[HloComputation], ir.Function] | None = None
+                     ) -> LeafEmitter:
+    """An elemental emitter for `fusion`'s fused computation reading its operands from `k`
+    (`scalar_fn`: see `LeafEmitter`)."""
+    ops = fusion.operands
+    return LeafEmitter(k.b, lambda n, idx: k.read(ops[n], idx), scalar_fn=scalar_fn)
+
+
+def operand_generator(k: ArrayReader, inst: HloInstruction) -> LeafEmitter:
+    """An elemental emitter for unfused `inst` whose operands are read from `k`."""
+    def reader(op: HloInstruction) -> Callable[[Index], ir.Value]:
+        return lambda idx: k.read(op, idx)
+
+    leaves = {op.uid: reader(op) for op in inst.operands}
+    return LeafEmitter(k.b, lambda n, idx: k.read(inst.operands[n], idx), leaves)

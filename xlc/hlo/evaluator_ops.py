@@ -24,7 +24,7 @@ from xlc.hlo.evaluator_elementwise import (
 )
 from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import Layout, Shape
+from xlc.hlo.shape import Layout, Shape, layout_order, physical_order
 
 if TYPE_CHECKING:
     from xlc.hlo.evaluator import Evaluator, Handler
@@ -161,20 +161,14 @@ def _transpose(ev: Evaluator, inst: HloInstruction, ops: list[Any]) -> np.ndarra
     return np.transpose(np.asarray(ops[0]), tuple(inst.attrs["dimensions"]))
 
 
-def _major_to_minor(layout: Layout | None, rank: int) -> list[int]:
-    if layout is None or len(layout.minor_to_major) != rank:
-        return list(range(rank))
-    return list(reversed(layout.minor_to_major))
-
-
 def to_physical(x: np.ndarray, layout: Layout | None) -> np.ndarray:
     """The 1-D physical buffer of a logical array stored with `layout`."""
-    return np.ascontiguousarray(np.transpose(x, _major_to_minor(layout, x.ndim))).ravel()
+    return np.ascontiguousarray(np.transpose(x, layout_order(layout, x.ndim))).ravel()
 
 
 def from_physical(buf: np.ndarray, shape: Shape) -> np.ndarray:
     """The logical array of `shape` whose physical buffer (per its layout) is `buf`."""
-    m2m = _major_to_minor(shape.layout, shape.rank)
+    m2m = physical_order(shape)
     arr = buf.reshape([shape.dims[d] for d in m2m])
     return np.transpose(arr, np.argsort(m2m))
 

@@ -134,6 +134,22 @@ def default_layout(rank: int) -> Layout:
     return Layout(tuple(range(rank - 1, -1, -1)))
 
 
+def layout_order(layout: Layout | None, rank: int) -> list[int]:
+    """The logical dims from the most major to the most minor under `layout` (the reverse of
+    its minor_to_major); row-major `[0, 1, ..., rank-1]` without a layout or with one of
+    another rank (which the verifier refuses)."""
+    if layout is None or len(layout.minor_to_major) != rank:
+        return list(range(rank))
+    return list(reversed(layout.minor_to_major))
+
+
+def physical_order(shape: Shape) -> list[int]:
+    """THE physical order of array `shape`: its logical dims from the most major to the most
+    minor (`layout_order` of its layout). Every backend, the executables and the evaluator
+    use this one."""
+    return layout_order(shape.layout, shape.rank)
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
     """An array shape (`element_type`, `dims`, `layout`) or a tuple shape (`tuple_shapes`).
