@@ -35,8 +35,9 @@ def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     fusion rules equal the shared ones today; GPU-only passes go here, never into the shared
     pipeline."""
     return [
-        # simplify, fuse (kLoop/kInput), multi-output fuse, clean up, insert copies, schedule
-        *standard_passes(options),
+        # simplify, fuse (kLoop/kInput), multi-output fuse, row fusion (softmax / norms as one
+        # kernel: `emit_row_fusion`), clean up, insert copies, schedule
+        *standard_passes(options, row_fusion=True),
     ]
 
 

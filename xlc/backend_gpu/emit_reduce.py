@@ -74,8 +74,9 @@ def emit_reduction(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstr
     k.finish()
 
 
-def _combine(em: GpuEmitter, b: ir.IRBuilder, red: HloInstruction, accs: list[ir.Value],
-             xs: list[ir.Value]) -> list[ir.Value]:
+def combine_partials(em: GpuEmitter, b: ir.IRBuilder, red: HloInstruction,
+                     accs: list[ir.Value], xs: list[ir.Value]) -> list[ir.Value]:
+    """`red`'s reducer applied to partial results `accs` and values `xs`."""
     return em.apply(b, red.called[0], accs + xs)
 
 
@@ -149,7 +150,7 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
         for (red, _), ss in zip(heroes, slots):
             xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
             accs = [b.load(s) for s in ss]
-            new = _combine(em, b, red, accs, xs)
+            new = combine_partials(em, b, red, accs, xs)
             for s, x, v in zip(ss, xs, new):
                 b.store(b.select(valid, v, x), s)
         b.store(ir.Constant(lu.I1, 1), valid_slot)
@@ -158,7 +159,7 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
     gen.clear_cache()
     accs = [[b.load(s) for s in ss] for ss in slots]
     valid = b.load(valid_slot)
-    accs, valid = _warp_reduce(em, b, heroes, accs, valid)
+    accs, valid = warp_reduce(em, b, heroes, accs, valid)
     if warps > 1:
         # lane 0 of every warp publishes its partial; warp 0 combines them
         with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
@@ -170,14 +171,14 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
         safe_lane = b.select(in_range, lane, i64(0))
         accs = [[b.load(_shared_ptr(b, shared[h][j], safe_lane), typ=types[h][j])
                  for j in range(len(types[h]))] for h in range(len(heroes))]
-        accs, valid = _warp_reduce(em, b, heroes, accs, in_range)
+        accs, valid = warp_reduce(em, b, heroes, accs, in_range)
         nvptx.barrier(b)
     with b.if_then(b.icmp_unsigned("==", tid, i64(0))):
         gen.clear_cache()
         oidx = [kidx[d] for d in sorted(kept)]
         for (red, sidxs), vals in zip(heroes, accs):
             inits = [gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
-            res = _combine(em, b, red, inits, vals)
+            res = combine_partials(em, b, red, inits, vals)
             for sidx, r_v, init in zip(sidxs, res, inits):
                 k.write(out, oidx, b.select(valid, r_v, init), sidx)
     gen.clear_cache()
@@ -187,7 +188,7 @@ def _shared_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Val
     return nvptx.shared_elem_ptr(b, gv, idx)
 
 
-def _warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
+def warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
                  accs: list[list[ir.Value]], valid: ir.Value
                  ) -> tuple[list[list[ir.Value]], ir.Value]:
     """Butterfly-combine partials across the 32 lanes; every lane ends with the warp's total
@@ -197,7 +198,7 @@ def _warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
         new_accs = []
         for (red, _), vals in zip(heroes, accs):
             others = [nvptx.shuffle_xor(b, v, mask) for v in vals]
-            comb = _combine(em, b, red, vals, others)
+            comb = combine_partials(em, b, red, vals, others)
             picked = []
             for v, o, c in zip(vals, others, comb):
                 # both valid: combined; only one valid: that one
@@ -233,7 +234,7 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
             gen.clear_cache()
             for (red, _), ss in zip(heroes, slots):
                 xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
-                new = _combine(em, b, red, [b.load(s) for s in ss], xs)
+                new = combine_partials(em, b, red, [b.load(s) for s in ss], xs)
                 for s, v in zip(ss, new):
                     b.store(v, s)
             for inst, sidx in loops:

@@ -31,6 +31,7 @@ from xlc.backend_gpu.emit_misc import (
 )
 from xlc.backend_gpu.emit_reduce import emit_input_fusion, emit_reduce
 from xlc.backend_gpu.emit_rng import emit_rng_bit_generator
+from xlc.backend_gpu.emit_row_fusion import emit_row_fusion
 from xlc.backend_gpu.emit_select_scatter import emit_select_and_scatter
 from xlc.backend_gpu.emit_sort import emit_sort, emit_topk
 from xlc.backend_gpu.emit_transpose import emit_transpose
@@ -40,6 +41,7 @@ from xlc.codegen.indexing import has_elemental_ir_rule
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
+from xlc.passes.row_fusion import is_row_fusion
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -54,8 +56,16 @@ UNSUPPORTED: dict[Opcode, str] = {
 }
 """Opcodes with no GPU emitter and why (the coverage test checks EMITTERS + UNSUPPORTED)."""
 
+def emit_kloop_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """A kLoop fusion: a row fusion (reduces inside, `row_fusion.is_row_fusion`) is one
+    block-per-row kernel (`emit_row_fusion`); any other one grid-stride loop kernel."""
+    if is_row_fusion(inst):
+        return emit_row_fusion(em, inst)
+    return emit_loop_fusion(em, inst)
+
+
 FUSION_EMITTERS: dict[str, EmitFn] = {
-    "kLoop": emit_loop_fusion,
+    "kLoop": emit_kloop_fusion,
     "kInput": emit_input_fusion,
 }
 """Fusion kind -> emitter."""

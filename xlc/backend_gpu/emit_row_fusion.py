@@ -1,0 +1,130 @@
+"""Row fusions on the GPU (`xlc.passes.row_fusion`): softmax, log-softmax and layer/RMS norm
+as ONE kernel that reads each row from memory once per reduce and writes it once.
+
+A row fusion is a kLoop fusion whose per-row reductions live inside it. One thread block owns
+a row at a time (grid-stride over rows, `ROW_THREADS` threads at most, fewer for short rows);
+per row:
+1. every reduce of the fused computation, in dependency order, is folded over the row by the
+   block: each thread folds a strided part of the row into registers, the warps combine with
+   butterfly shuffles, lane 0 of each warp publishes to shared memory, and every warp combines
+   the published partials, so every thread ends with the row's value (`emit_reduce`'s
+   scheme, ending in all threads instead of thread 0). From then on the reduce is a leaf of the
+   elemental emitter: the softmax's sum reads its max, the root reads both, without
+   recomputing;
+2. the root(s) are evaluated over the row, each thread its strided part, and stored.
+Barriers separate the reduces' uses of shared memory and consecutive rows.
+"""
+from __future__ import annotations
+
+import logging
+from math import prod
+
+from llvmlite import ir
+
+from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emit_reduce import ROW_THREADS, Hero, combine_partials, warp_reduce
+from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
+from xlc.backend_gpu.kernel import MAX_BLOCKS, element_type, i64, strided, unflatten
+from xlc.backend_gpu.thunks import Thunk
+from xlc.codegen import llvm_utils as lu
+from xlc.codegen.ir_array import fusion_generator
+from xlc.errors import UnsupportedOpError
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+
+log = logging.getLogger("xlc.backend_gpu")
+
+
+def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """Emit row fusion `inst` (requires `row_fusion.row_fusion_error(inst) is None`) as one
+    kernel (see the module docstring); every reduce is evaluated once per row."""
+    fc = inst.called[0]
+    root = fc.root
+    assert root is not None
+    roots = list(root.operands) if root.opcode is Opcode.TUPLE else [root]
+    outs = array_buffers(inst)
+    space = inst.shape.subshape(outs[0][1]) if outs[0][1] else inst.shape
+    reduces = [i for i in fc.post_order() if i.opcode is Opcode.REDUCE]
+    for red in reduces:
+        if red.shape.is_tuple:
+            raise UnsupportedOpError(f"GPU backend: variadic reduce in row fusion {inst.name}")
+    rdims = sorted(int(d) for d in reduces[0].attrs["dimensions"])
+    kept = [d for d in range(space.rank) if d not in rdims]
+    for r in roots:
+        if tuple(r.shape.dims) != tuple(space.dims):
+            raise UnsupportedOpError(
+                f"GPU backend: row fusion {inst.name} has an output outside its space ({r.name})")
+    kept_sizes = [space.dims[d] for d in kept]
+    red_sizes = [space.dims[d] for d in rdims]
+    rows, width = prod(kept_sizes), prod(red_sizes)
+    threads = min(ROW_THREADS, max(32, -(-width // 32) * 32))
+    warps = threads // 32
+    types = [lu.value_type(element_type(red.shape, red.name)) for red in reduces]
+    shared_bytes = sum(warps * max(1, element_type(red.shape, red.name).byte_size)
+                       for red in reduces) if warps > 1 else 0
+    k = em.kernel(inst, outs, operand_buffers(inst))
+    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
+    b = k.b
+    gen = fusion_generator(k, inst)
+    with b.goto_entry_block():
+        slots = [b.alloca(t) for t in types]
+        valid_slot = b.alloca(lu.I1)
+    shared = [nvptx.shared_array(b.module, f"row{h}", t, warps) for h, t in enumerate(types)] \
+        if warps > 1 else []
+    tid = b.zext(nvptx.thread_idx(b), lu.I64)
+    lane, warp = b.and_(tid, i64(31)), b.lshr(tid, i64(5))
+    with strided(b, i64(rows), b.zext(nvptx.block_idx(b), lu.I64),
+                 b.zext(nvptx.grid_dim(b), lu.I64), name="row") as row:
+        kidx = unflatten(b, row, kept, kept_sizes) if kept else {}
+
+        def full_index(r: ir.Value) -> list[ir.Value]:
+            ridx = unflatten(b, r, rdims, red_sizes)
+            return [kidx[d] if d in kidx else ridx[d] for d in range(space.rank)]
+
+        for h, red in enumerate(reduces):
+            operand, init = red.operands
+            b.store(ir.Constant(lu.I1, 0), valid_slot)
+            with lu.for_range(b, i64(width), start=tid, step=threads, name=f"f{h}") as r:
+                gen.clear_cache()
+                x = gen.generate(operand, full_index(r))
+                acc = b.load(slots[h])
+                (new,) = combine_partials(em, b, red, [acc], [x])
+                b.store(b.select(b.load(valid_slot), new, x), slots[h])
+                b.store(ir.Constant(lu.I1, 1), valid_slot)
+            gen.clear_cache()
+            heroes: list[Hero] = [(red, [()])]
+            (accs,), valid = warp_reduce(em, b, heroes, [[b.load(slots[h])]],
+                                          b.load(valid_slot))
+            if warps > 1:
+                with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
+                    b.store(accs[0], nvptx.shared_elem_ptr(b, shared[h], warp))
+                nvptx.barrier(b)
+                in_range = b.icmp_unsigned("<", lane, i64(warps))
+                safe = b.select(in_range, lane, i64(0))
+                part = b.load(nvptx.shared_elem_ptr(b, shared[h], safe), typ=types[h])
+                (accs,), valid = warp_reduce(em, b, heroes, [[part]], in_range)
+            init_v = gen.generate(init, [])
+            (total,) = combine_partials(em, b, red, [init_v], accs)
+            value = b.select(valid, total, init_v)
+            gen.clear_cache()
+            gen.leaves[red.uid] = _constant_leaf(value)
+        with lu.for_range(b, i64(width), start=tid, step=threads, name="out") as r:
+            gen.clear_cache()
+            full = full_index(r)
+            # every output's element before any store: an output may share an operand's buffer
+            values = [gen.generate(x, full) for x in roots]
+            for v, (o, sidx) in zip(values, outs):
+                k.write(o, full, v, sidx)
+        gen.clear_cache()
+        for red in reduces:
+            del gen.leaves[red.uid]
+        if warps > 1:
+            nvptx.barrier(b)  # the next row's partials reuse the shared arrays
+    k.finish()
+    log.debug("GPU row fusion %s: %d reduces, %d threads per row", inst.name, len(reduces),
+              threads)
+    return [k.thunk()]
+
+
+def _constant_leaf(value: ir.Value):  # noqa: ANN202 - a leaf reader
+    return lambda _index: value
