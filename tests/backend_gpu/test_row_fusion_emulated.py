@@ -17,6 +17,7 @@ import xlc
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.helpers import compile_text, requires_ptxas
 from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emit_row_fusion import WARP_ROW_MAX
 from xlc.hlo.evaluator import evaluate, flatten_result
 from xlc.hlo.parser import parse_module
 from xlc.hlo.printer import print_module
@@ -43,8 +44,9 @@ PROGRAMS: dict[str, Callable[[Any], Any]] = {
     "rms_norm": _rms_norm,
 }
 
-# short rows (one warp, idle lanes), a warp's worth, several warps, long rows (strided), 3-D
-SHAPES = [(3, 7), (4, 32), (6, 300), (2, 5000), (2, 3, 257)]
+# a warp per row (short rows with idle lanes, a warp's worth, several elements per lane, rows
+# not a multiple of the 8 per block, 3-D) and a block per row (long rows, strided)
+SHAPES = [(3, 7), (4, 32), (6, 300), (37, 100), (2, 3, 257), (2, 5000), (1, 2048)]
 
 
 def _text(fn: Callable[[Any], Any], x: np.ndarray) -> str:
@@ -59,7 +61,8 @@ def test_row_programs_are_one_kernel_and_match_the_evaluator(name: str,
     text = _text(PROGRAMS[name], x)
     exe = compile_text(text)
     assert len(exe.kernel_names) == 1, exe.kernel_names
-    assert "bar.sync" in exe.ptx or shape[-1] <= 32  # block-wide combine for wide rows
+    # a warp per row needs no barrier; a block per row combines its warps in shared memory
+    assert ("bar.sync" in exe.ptx) == (shape[-1] > WARP_ROW_MAX)
     (got,) = Emulator(exe).run([x])
     (want,) = flatten_result(evaluate(parse_module(text), [x]))
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)

@@ -1,13 +1,15 @@
 """Row fusions on the GPU (`xlc.passes.row_fusion`): softmax, log-softmax and layer/RMS norm
 as ONE kernel that reads each row from memory once per reduce and writes it once.
 
-A row fusion is a kLoop fusion whose per-row reductions live inside it. One thread block owns
-a row at a time (grid-stride over rows, `ROW_THREADS` threads at most, fewer for short rows);
-per row:
+A row fusion is a kLoop fusion whose per-row reductions live inside it. Rows of up to
+WARP_ROW_MAX elements get one warp each, 8 rows per 256-thread block (no shared memory, no
+barriers); a longer row gets a thread block (grid-stride over rows, `ROW_THREADS` threads).
+Per row:
 1. every reduce of the fused computation, in dependency order, is folded over the row by the
    block: each thread folds a strided part of the row into registers, the warps combine with
-   butterfly shuffles, lane 0 of each warp publishes to shared memory, and every warp combines
-   the published partials, so every thread ends with the row's value (`emit_reduce`'s
+   butterfly shuffles (which leave the total in every lane: the warp-per-row case ends here),
+   lane 0 of each warp publishes to shared memory, and every warp combines the published
+   partials, so every thread ends with the row's value (`emit_reduce`'s
    scheme, ending in all threads instead of thread 0). From then on the reduce is a leaf of the
    elemental emitter: the softmax's sum reads its max, the root reads both, without
    recomputing;
@@ -34,6 +36,10 @@ from xlc.hlo.opcodes import Opcode
 
 log = logging.getLogger("xlc.backend_gpu")
 
+WARP_ROW_MAX = 1024
+"""Rows of at most this many elements get a warp each (8 rows per 256-thread block, as XLA
+packs short rows); longer rows a block each."""
+
 
 def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """Emit row fusion `inst` (requires `row_fusion.row_fusion_error(inst) is None`) as one
@@ -57,24 +63,43 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     kept_sizes = [space.dims[d] for d in kept]
     red_sizes = [space.dims[d] for d in rdims]
     rows, width = prod(kept_sizes), prod(red_sizes)
-    threads = min(ROW_THREADS, max(32, -(-width // 32) * 32))
-    warps = threads // 32
     types = [lu.value_type(element_type(red.shape, red.name)) for red in reduces]
-    shared_bytes = sum(warps * max(1, element_type(red.shape, red.name).byte_size)
-                       for red in reduces) if warps > 1 else 0
     k = em.kernel(inst, outs, operand_buffers(inst))
-    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
     b = k.b
+    tid = b.zext(nvptx.thread_idx(b), lu.I64)
+    lane, warp = b.and_(tid, i64(31)), b.lshr(tid, i64(5))
+    blk, nblk = (b.zext(f(b), lu.I64) for f in (nvptx.block_idx, nvptx.grid_dim))
+    if width <= WARP_ROW_MAX:
+        # a warp per row, several rows per block: no shared memory, no barriers
+        per_block = max(1, min(ROW_THREADS // 32, rows))
+        threads, warps = 32 * per_block, 1
+        k.launch((max(1, min(-(-rows // per_block), MAX_BLOCKS)), 1, 1), (threads, 1, 1))
+        groups = -(-rows // per_block)
+        row_threads, row_tid = 32, lane
+    else:
+        threads = min(ROW_THREADS, max(32, -(-width // 32) * 32))
+        warps = threads // 32
+        shared_bytes = sum(warps * max(1, element_type(red.shape, red.name).byte_size)
+                           for red in reduces) if warps > 1 else 0
+        k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
+        groups, per_block = rows, 1
+        row_threads, row_tid = threads, tid
     gen = fusion_generator(k, inst)
     with b.goto_entry_block():
         slots = [b.alloca(t) for t in types]
         valid_slot = b.alloca(lu.I1)
     shared = [nvptx.shared_array(b.module, f"row{h}", t, warps) for h, t in enumerate(types)] \
         if warps > 1 else []
-    tid = b.zext(nvptx.thread_idx(b), lu.I64)
-    lane, warp = b.and_(tid, i64(31)), b.lshr(tid, i64(5))
-    with strided(b, i64(rows), b.zext(nvptx.block_idx(b), lu.I64),
-                 b.zext(nvptx.grid_dim(b), lu.I64), name="row") as row:
+    # Every warp of a block runs the same iterations (shuffles and barriers stay uniform): a
+    # block takes a group of `per_block` rows at a time, warp w its row w; a warp past the
+    # last row recomputes the last row and writes nothing.
+    with strided(b, i64(groups), blk, nblk, name="rowg") as group:
+        if per_block > 1:
+            want = b.add(b.mul(group, i64(per_block)), warp)
+            active = b.icmp_unsigned("<", want, i64(rows))
+            row = b.select(active, want, i64(rows - 1))
+        else:
+            active, row = ir.Constant(lu.I1, 1), group
         kidx = unflatten(b, row, kept, kept_sizes) if kept else {}
 
         def full_index(r: ir.Value) -> list[ir.Value]:
@@ -84,7 +109,8 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         for h, red in enumerate(reduces):
             operand, init = red.operands
             b.store(ir.Constant(lu.I1, 0), valid_slot)
-            with lu.for_range(b, i64(width), start=tid, step=threads, name=f"f{h}") as r:
+            with lu.for_range(b, i64(width), start=row_tid, step=row_threads,
+                              name=f"f{h}") as r:
                 gen.clear_cache()
                 x = gen.generate(operand, full_index(r))
                 acc = b.load(slots[h])
@@ -108,13 +134,14 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             value = b.select(valid, total, init_v)
             gen.clear_cache()
             gen.leaves[red.uid] = _constant_leaf(value)
-        with lu.for_range(b, i64(width), start=tid, step=threads, name="out") as r:
+        with lu.for_range(b, i64(width), start=row_tid, step=row_threads, name="out") as r:
             gen.clear_cache()
             full = full_index(r)
             # every output's element before any store: an output may share an operand's buffer
             values = [gen.generate(x, full) for x in roots]
-            for v, (o, sidx) in zip(values, outs):
-                k.write(o, full, v, sidx)
+            with b.if_then(active):
+                for v, (o, sidx) in zip(values, outs):
+                    k.write(o, full, v, sidx)
         gen.clear_cache()
         for red in reduces:
             del gen.leaves[red.uid]
@@ -122,7 +149,7 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             nvptx.barrier(b)  # the next row's partials reuse the shared arrays
     k.finish()
     log.debug("GPU row fusion %s: %d reduces, %d threads per row", inst.name, len(reduces),
-              threads)
+              row_threads)
     return [k.thunk()]
 
 
