@@ -115,7 +115,8 @@ ENTRY e {
 
 @pytest.mark.parametrize("t", ["f32", "f64", "f16", "bf16", "s32", "s64", "s8"])
 def test_row_reduction_uses_warp_shuffles_and_shared_memory(t: str) -> None:
-    exe = compile_text(ROW_REDUCE.replace("{t}", t))
+    """Rows longer than WARP_ROW_MAX: a block per row (shuffles, then shared memory)."""
+    exe = compile_text(ROW_REDUCE.replace("{t}", t).replace("1000]", "4000]"))
     assert "shfl.sync.bfly.b32" in exe.ptx and "bar.sync" in exe.ptx
     assert ".shared" in exe.ptx
     # f16/bf16 sums accumulate in f32 (widen-narrow-reductions): the reduction kernel writes
@@ -125,6 +126,16 @@ def test_row_reduction_uses_warp_shuffles_and_shared_memory(t: str) -> None:
     assert k.grid == (64, 1, 1) and k.block == (256, 1, 1)
     if nvptx.ptxas_path():
         nvptx.ptxas(exe.ptx, 80)
+
+
+def test_short_rows_get_a_warp_each() -> None:
+    """Rows of up to WARP_ROW_MAX elements: a warp per row, 8 rows per 256-thread block, the
+    warp's shuffles alone (no shared memory, no barrier)."""
+    exe = compile_text(ROW_REDUCE.replace("{t}", "f32"))
+    assert "shfl.sync.bfly.b32" in exe.ptx and "bar.sync" not in exe.ptx
+    assert ".shared" not in exe.ptx
+    (k,) = _kernels(exe)
+    assert k.grid == (8, 1, 1) and k.block == (256, 1, 1)
 
 
 def test_column_reduction_is_one_thread_per_output() -> None:

@@ -99,3 +99,17 @@ def test_row_fusion_kernels_assemble_without_spills() -> None:
         assert proc.returncode == 0, proc.stderr
         spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
         assert spills and max(spills) == 0, (name, proc.stderr)
+
+
+@pytest.mark.parametrize("shape", [(37, 50), (9, 1), (3, 1024), (2, 1500)])
+def test_row_reductions_with_a_side_output(shape: tuple[int, ...]) -> None:
+    """A row reduction with an elementwise output of the same fusion (kInput, multi-output):
+    a warp per row (37 rows: the last block's group has idle warps, which must write nothing)
+    or a block per row."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    text = _text(lambda x: (xnp.sum(x * x, axis=-1), xnp.exp(x)), x)
+    exe = compile_text(text)
+    got = Emulator(exe).run([x])
+    want = flatten_result(evaluate(parse_module(text), [x]))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)

@@ -12,6 +12,7 @@ root of reduces sharing one iteration space plus elementwise outputs over that s
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from math import prod
 
@@ -41,6 +42,8 @@ log = logging.getLogger("xlc.backend_gpu")
 
 Hero = tuple[HloInstruction, list[ShapeIndex]]
 ROW_THREADS = 256
+WARP_ROW_MAX = 1024
+"""Rows of at most this many elements get a warp each (8 rows per block); longer a block."""
 
 
 def _n(red: HloInstruction) -> int:
@@ -98,6 +101,8 @@ class _RowPlan:
     tid: ir.Value
     lane: ir.Value
     warp: ir.Value
+    active: ir.Value | None = None
+    """False in a warp past the last row of its block's group (warp per row): no writes."""
 
 
 def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
@@ -109,26 +114,43 @@ def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
     red_sizes = [in_shape.dims[d] for d in red_order]
     rows = prod(kept_sizes)
     kdim = prod(red_sizes)
-    threads = min(ROW_THREADS, max(32, -(-kdim // 32) * 32))
-    warps = threads // 32
     types = [[lu.value_type(element_type(red.operands[_n(red) + j].shape, red.name))
               for j in range(_n(red))] for red, _ in heroes]
-    shared_bytes = sum(warps * max(1, element_type(red.operands[_n(red) + j].shape,
-                                                   red.name).byte_size)
-                       for red, _ in heroes for j in range(_n(red))) if warps > 1 else 0
-    k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
+    tid = b.zext(nvptx.thread_idx(b), lu.I64)
+    lane, warp = b.and_(tid, i64(31)), b.lshr(tid, i64(5))
+    blk, nblk = (b.zext(f(b), lu.I64) for f in (nvptx.block_idx, nvptx.grid_dim))
+    if kdim <= WARP_ROW_MAX:
+        # a warp per row, 8 rows per block (XLA packs short rows so): no shared memory
+        per_block = max(1, min(ROW_THREADS // 32, rows))
+        threads, warps, groups = 32, 1, -(-rows // per_block)
+        k.launch((max(1, min(groups, MAX_BLOCKS)), 1, 1), (32 * per_block, 1, 1))
+        row_tid = lane
+    else:
+        per_block, groups = 1, rows
+        threads = min(ROW_THREADS, max(32, -(-kdim // 32) * 32))
+        warps = threads // 32
+        shared_bytes = sum(warps * max(1, element_type(red.operands[_n(red) + j].shape,
+                                                       red.name).byte_size)
+                           for red, _ in heroes for j in range(_n(red))) if warps > 1 else 0
+        k.launch((max(1, min(rows, MAX_BLOCKS)), 1, 1), (threads, 1, 1), shared_bytes)
+        row_tid = tid
     # per-thread partials in allocas (promoted to registers), plus a validity flag
     with b.goto_entry_block():
         slots = [[b.alloca(t) for t in ts] for ts in types]
         valid_slot = b.alloca(lu.I1)
     shared = [[nvptx.shared_array(b.module, f"red{h}_{j}", t, warps) for j, t in enumerate(ts)]
               for h, ts in enumerate(types)] if warps > 1 else []
-    tid = b.zext(nvptx.thread_idx(b), lu.I64)
-    plan = _RowPlan(kept, red_order, kept_sizes, red_sizes, kdim, threads, warps, types, slots,
-                    valid_slot, shared, tid, b.and_(tid, i64(31)), b.lshr(tid, i64(5)))
-    row_start = b.zext(nvptx.block_idx(b), lu.I64)
-    row_step = b.zext(nvptx.grid_dim(b), lu.I64)
-    with strided(b, i64(rows), row_start, row_step, name="row") as row:
+    # every warp of a block runs the same iterations (uniform shuffles and barriers); a warp
+    # past the last row of its group recomputes the last row and writes nothing
+    with strided(b, i64(groups), blk, nblk, name="row") as group:
+        if per_block > 1:
+            want = b.add(b.mul(group, i64(per_block)), warp)
+            active: ir.Value | None = b.icmp_unsigned("<", want, i64(rows))
+            row = b.select(active, want, i64(rows - 1))
+        else:
+            active, row = None, group
+        plan = _RowPlan(kept, red_order, kept_sizes, red_sizes, kdim, threads, warps, types,
+                        slots, valid_slot, shared, row_tid, lane, warp, active)
         _one_row(em, k, gen, out, heroes, loops, plan, row)
 
 
@@ -154,8 +176,10 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
             for s, x, v in zip(ss, xs, new):
                 b.store(b.select(valid, v, x), s)
         b.store(ir.Constant(lu.I1, 1), valid_slot)
-        for inst, sidx in loops:
-            k.write(out, full, gen.generate(inst, full), sidx)
+        values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
+        with (b.if_then(p.active) if p.active is not None and values else nullcontext()):
+            for v, sidx in values:
+                k.write(out, full, v, sidx)
     gen.clear_cache()
     accs = [[b.load(s) for s in ss] for ss in slots]
     valid = b.load(valid_slot)
@@ -173,7 +197,10 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
                  for j in range(len(types[h]))] for h in range(len(heroes))]
         accs, valid = warp_reduce(em, b, heroes, accs, in_range)
         nvptx.barrier(b)
-    with b.if_then(b.icmp_unsigned("==", tid, i64(0))):
+    writer = b.icmp_unsigned("==", tid, i64(0))
+    if p.active is not None:
+        writer = b.and_(writer, p.active)
+    with b.if_then(writer):
         gen.clear_cache()
         oidx = [kidx[d] for d in sorted(kept)]
         for (red, sidxs), vals in zip(heroes, accs):

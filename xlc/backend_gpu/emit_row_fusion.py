@@ -24,7 +24,13 @@ from math import prod
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emit_reduce import ROW_THREADS, Hero, combine_partials, warp_reduce
+from xlc.backend_gpu.emit_reduce import (
+    ROW_THREADS,
+    WARP_ROW_MAX,
+    Hero,
+    combine_partials,
+    warp_reduce,
+)
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import MAX_BLOCKS, element_type, i64, strided, unflatten
 from xlc.backend_gpu.thunks import Thunk
@@ -35,10 +41,6 @@ from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 
 log = logging.getLogger("xlc.backend_gpu")
-
-WARP_ROW_MAX = 1024
-"""Rows of at most this many elements get a warp each (8 rows per 256-thread block, as XLA
-packs short rows); longer rows a block each."""
 
 
 def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
