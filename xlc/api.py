@@ -124,6 +124,14 @@ class Compiled:
         `peak_bytes` (and counts) of the optimized module's buffer assignment."""
         return dict(self.optimized().memory_stats())
 
+    def cost_analysis(self) -> dict[str, float]:
+        """The optimized module's cost with JAX's keys: `flops`, `transcendentals`,
+        `bytes accessed` (`xlc.hlo.cost_analysis`: XLA's counting rules; fused values move no
+        bytes)."""
+        from xlc.hlo.cost_analysis import cost_analysis
+
+        return cost_analysis(self.optimized().module)
+
     def buffer_assignment_report(self) -> str:
         """The buffer-assignment report of the optimized module."""
         return str(self.optimized().assignment.report())

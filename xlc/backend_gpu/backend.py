@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xlc.errors import XlcError
+from xlc.hlo.cost_analysis import H100
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions
 
@@ -27,6 +28,9 @@ class GpuBackend:
     name = "gpu"
 
     alignment = GPU_ALIGNMENT
+
+    roofline = H100
+    """The device `xlc inspect --cost` estimates kernel times for (`xlc.hlo.cost_analysis`)."""
 
     def passes(self, options: CompileOptions) -> list[Any]:
         """The GPU pass list (`compiler.gpu_passes`)."""

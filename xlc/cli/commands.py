@@ -422,8 +422,56 @@ def inspect_text(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cost_data(path: str) -> dict[str, Any]:
+    """`xlc inspect --cost`: the stored optimized module's cost analysis (JAX's keys) and one
+    row per kernel/thunk (flops, transcendentals, bytes accessed, and the roofline time on the
+    backend's `roofline` device where it names one: an H100 for the GPU), slowest first."""
+    from xlc.artifact.archive import read_archive_file
+    from xlc.artifact.manifest import HLO_MEMBER
+    from xlc.hlo.cost_analysis import cost_analysis, module_costs
+    from xlc.hlo.parser import parse_module
+
+    archive = read_archive_file(path)
+    module = parse_module(archive.members[HLO_MEMBER].decode(), HLO_MEMBER)
+    device = getattr(_backend(archive.manifest.backend), "roofline", None)
+    rows = []
+    for c in module_costs(module):
+        row: dict[str, Any] = {"name": c.name, "opcode": c.opcode, "flops": c.flops,
+                               "transcendentals": c.transcendentals,
+                               "bytes accessed": c.bytes_accessed}
+        if device is not None:
+            row["roofline_us"] = 1e6 * device.seconds(c)
+        rows.append(row)
+    rows.sort(key=lambda r: (-r.get("roofline_us", 0.0), -r["bytes accessed"], -r["flops"]))
+    return {"totals": cost_analysis(module), "device": device.name if device else None,
+            "kernels": rows}
+
+
+def cost_text(data: dict[str, Any]) -> str:
+    """The human-readable `xlc inspect --cost` table."""
+    t = data["totals"]
+    lines = [f"flops {t['flops']:.0f}  transcendentals {t['transcendentals']:.0f}  "
+             f"bytes accessed {t['bytes accessed']:.0f}"]
+    if data["device"]:
+        lines.append(f"roofline on {data['device']}")
+    lines.append(f"  {'kernel':<32} {'opcode':<14} {'flops':>14} {'bytes':>14}"
+                 + ("   roofline us" if data["device"] else ""))
+    for r in data["kernels"]:
+        line = (f"  {r['name'][:32]:<32} {r['opcode']:<14} {r['flops']:>14} "
+                f"{r['bytes accessed']:>14}")
+        if "roofline_us" in r:
+            line += f" {r['roofline_us']:>13.2f}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
-    """Print an .xlc file's manifest, signature, memory stats, allocations and timings."""
+    """Print an .xlc file's manifest, signature, memory stats, allocations and timings (with
+    `--cost`: its cost analysis instead)."""
+    if getattr(args, "cost", False):
+        costs = cost_data(args.input)
+        sys.stdout.write(json.dumps(costs, indent=1) + "\n" if args.json else cost_text(costs))
+        return 0
     data = inspect_data(args.input)
     if args.json:
         sys.stdout.write(json.dumps(data, indent=1) + "\n")

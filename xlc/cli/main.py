@@ -98,6 +98,9 @@ def _add_inspect(sub: argparse._SubParsersAction) -> None:
                        "Checksums are verified; no code is loaded.")
     i.add_argument("input", help="an .xlc file")
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.add_argument("--cost", action="store_true",
+                   help="the cost analysis instead: flops, transcendentals and bytes accessed "
+                        "per kernel (GPU: roofline time on an H100), slowest first")
     i.set_defaults(func=cmd_inspect)
 
 
