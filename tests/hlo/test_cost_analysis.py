@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xlc.nn
 
 import xlc
-import xlc.nn
 from xlc.hlo.cost_analysis import H100, Cost, cost_analysis, module_costs
 from xlc.hlo.parser import parse_module
 
