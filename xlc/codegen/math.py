@@ -39,166 +39,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from decimal import Decimal, localcontext
 
 import numpy as np
 from llvmlite import ir
 
 from xlc.codegen import math_coeffs as mc
-from xlc.codegen.llvm_utils import const, float_bits, has_vector_ldexp, intrinsic, with_scalar
+from xlc.codegen.llvm_utils import const, has_vector_ldexp, intrinsic, with_scalar
+from xlc.codegen.math_float import LN2_HI, LN2_LO, PIO2, FloatOps, taylor
 from xlc.codegen.trig_guard import emit_trig
 from xlc.codegen.trig_reduction import THRESHOLD, THRESHOLD_F64, reduce_huge_f32, reduce_huge_f64
-from xlc.errors import LoweringError
-
-_PI = Decimal("3.14159265358979323846264338327950288419716939937510582097494459")
-_LN2 = Decimal("0.693147180559945309417232121458176568075500134360255254120680009")
-
-
-def _split_half(value: Decimal, bits: int, parts: int) -> list[float]:
-    """value / 2 = sum of `parts` floats of the given precision (each the rounded remainder)."""
-    dt = np.float32 if bits == 32 else np.float64
-    out = []
-    with localcontext() as ctx:
-        ctx.prec = 60
-        rem = value / 2
-        for _ in range(parts):
-            c = float(dt(float(rem)))
-            out.append(c)
-            rem -= Decimal(c)
-    return out
-
-
-_PIO2 = {32: _split_half(_PI, 32, 3), 64: _split_half(_PI, 64, 3)}
-# ln2 = hi + lo with hi short enough that n * hi is exact for every exponent n in range.
-_LN2_HI = {32: 0.693359375, 64: 6.93147180369123816490e-01}
-with localcontext() as _ctx:
-    _ctx.prec = 60
-    _LN2_LO = {b: float(_LN2 - Decimal(_LN2_HI[b])) for b in (32, 64)}
-
-
-class _F:
-    """Arithmetic on one (vector) float type, to keep the formulas readable."""
-
-    def __init__(self, b: ir.IRBuilder, ty: ir.Type):
-        self.b = b
-        self.ty = ty
-        self.bits = float_bits(ty)
-        if self.bits not in (32, 64):
-            raise LoweringError(f"math functions take f32 or f64 values, got {ty}")
-        self.ity = with_scalar(ty, ir.IntType(self.bits))
-        self.mant = 23 if self.bits == 32 else 52
-        self.bias = 127 if self.bits == 32 else 1023
-        self.is64 = self.bits == 64
-
-    # constants
-    def c(self, v: float) -> ir.Constant:
-        return const(self.ty, v)
-
-    def ci(self, v: int) -> ir.Constant:
-        return const(self.ity, v)
-
-    # arithmetic
-    def add(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.fadd(a, c)
-
-    def sub(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.fsub(a, c)
-
-    def mul(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.fmul(a, c)
-
-    def div(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.fdiv(a, c)
-
-    def div_by_normal(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        """a / c where a is finite and c is known to be a positive normal number of modest size
-        (a polynomial denominator): marked `arcp ninf`, so the target may use a reciprocal
-        estimate refined by Newton's method instead of a divide (x86 AVX-512: rcp14 + one
-        step, ~2^-28 relative error, several times the throughput of vdivps; LLVM needs both
-        flags). Never use it where c can be 0, inf, NaN or subnormal: the estimate's
-        refinement turns those into NaN."""
-        return self.b.fdiv(a, c, flags=("arcp", "ninf", "contract"))
-
-    def neg(self, a: ir.Value) -> ir.Value:
-        return self.b.fneg(a)
-
-    def fma(self, a: ir.Value, c: ir.Value, d: ir.Value) -> ir.Value:
-        """a*c + d, fused where the target has FMA (llvm.fmuladd)."""
-        return intrinsic(self.b, "llvm.fmuladd", [a, c, d])
-
-    def fma_exact(self, a: ir.Value, c: ir.Value, d: ir.Value) -> ir.Value:
-        """a*c + d with one rounding (llvm.fma; native on FMA CPUs and GPUs)."""
-        return intrinsic(self.b, "llvm.fma", [a, c, d])
-
-    def poly(self, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
-        """Horner: coeffs[0]*x^(n-1) + ... + coeffs[-1]."""
-        r = self.c(coeffs[0])
-        for k in coeffs[1:]:
-            r = self.fma(r, x, self.c(k))
-        return r
-
-    def un(self, name: str, a: ir.Value) -> ir.Value:
-        return intrinsic(self.b, f"llvm.{name}", [a])
-
-    def abs(self, a: ir.Value) -> ir.Value:
-        return self.un("fabs", a)
-
-    def copysign(self, mag: ir.Value, sign: ir.Value) -> ir.Value:
-        return intrinsic(self.b, "llvm.copysign", [mag, sign])
-
-    def minnum(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return intrinsic(self.b, "llvm.minnum", [a, c])
-
-    def maxnum(self, a: ir.Value, c: ir.Value) -> ir.Value:
-        return intrinsic(self.b, "llvm.maxnum", [a, c])
-
-    # comparisons and selects (ordered: false when either side is NaN)
-    def cmp(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.fcmp_ordered(op, a, c)
-
-    def isnan(self, a: ir.Value) -> ir.Value:
-        return self.b.fcmp_unordered("uno", a, a)
-
-    def isinf(self, a: ir.Value) -> ir.Value:
-        return self.cmp("==", self.abs(a), self.c(math.inf))
-
-    def sel(self, cond: ir.Value, a: ir.Value, c: ir.Value) -> ir.Value:
-        return self.b.select(cond, a, c)
-
-    # bits
-    def to_bits(self, a: ir.Value) -> ir.Value:
-        return self.b.bitcast(a, self.ity)
-
-    def from_bits(self, i: ir.Value) -> ir.Value:
-        return self.b.bitcast(i, self.ty)
-
-    def signbit(self, a: ir.Value) -> ir.Value:
-        return self.b.icmp_signed("<", self.to_bits(a), self.ci(0))
-
-    def pow2i(self, n: ir.Value) -> ir.Value:
-        """2^n for an integer n (of type ity) in the normal exponent range."""
-        return self.from_bits(self.b.shl(self.b.add(n, self.ci(self.bias)), self.ci(self.mant)))
-
-    def to_int(self, a: ir.Value) -> ir.Value:
-        return self.b.fptosi(a, self.ity)
-
-    def ldexp(self, a: ir.Value, n: ir.Value) -> ir.Value:
-        """a * 2^n for an integer n (of type ity, |n| < 2^31) with one rounding: `llvm.ldexp`.
-        Only where `has_vector_ldexp` says it is one instruction."""
-        n32 = n if not self.is64 else self.b.trunc(n, with_scalar(n.type, ir.IntType(32)))
-        return intrinsic(self.b, "llvm.ldexp", [a, n32], overloads=[a.type, n32.type])
-
-    def clamp(self, a: ir.Value, lo: float, hi: float) -> ir.Value:
-        """min(max(a, lo), hi) with a NaN passed through (selects on ordered compares: one
-        vmaxps/vminps each on x86, no NaN fix-up)."""
-        a = self.sel(self.cmp("<", a, self.c(lo)), self.c(lo), a)
-        return self.sel(self.cmp(">", a, self.c(hi)), self.c(hi), a)
-
-
-def _taylor(coeff: Callable[[int], float], count: int) -> list[float]:
-    """Coefficients coeff(count-1), ..., coeff(0) for `_F.poly`."""
-    return [coeff(k) for k in range(count - 1, -1, -1)]
-
 
 # ---- exp family ---------------------------------------------------------------------------
 _EXP_TERMS_64 = 14  # Taylor terms for e^r, |r| <= ln2/2 (f32: the minimax mc.EXP32)
@@ -214,7 +63,7 @@ def exp(b: ir.IRBuilder, x: ir.Value,
     exact power-of-two multiplies.
     `arg_range` bounds every non-NaN x (`xlc.codegen.value_range`): a clamp it makes
     unnecessary is left out."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     lo, hi = (-104.0, 89.0) if not f.is64 else (-746.0, 710.0)
     xc = x  # clamped so that n fits the shifter's mantissa; a NaN stays NaN
     if arg_range[0] < lo:
@@ -224,10 +73,10 @@ def exp(b: ir.IRBuilder, x: ir.Value,
     shifter = f.c(1.5 * 2.0 ** f.mant)
     k = f.fma(xc, f.c(1.0 / math.log(2.0)), shifter)
     n = f.sub(k, shifter)
-    r = f.fma(n, f.c(-_LN2_HI[f.bits]), xc)
-    r = f.fma(n, f.c(-_LN2_LO[f.bits]), r)
+    r = f.fma(n, f.c(-LN2_HI[f.bits]), xc)
+    r = f.fma(n, f.c(-LN2_LO[f.bits]), r)
     if f.is64:
-        p = f.poly(r, _taylor(lambda j: 1.0 / math.factorial(j), _EXP_TERMS_64))
+        p = f.poly(r, taylor(lambda j: 1.0 / math.factorial(j), _EXP_TERMS_64))
     else:
         p = f.poly(r, [*mc.EXP32[::-1], 1.0, 1.0])
     ni = b.sub(f.to_bits(k), f.to_bits(shifter))  # n as an integer (garbage for NaN: p is NaN)
@@ -243,9 +92,9 @@ _EXPM1_TERMS = {32: 9, 64: 16}  # Taylor terms of (e^x - 1)/x for |x| < 0.5
 
 def expm1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e^x - 1: Taylor series for |x| < 0.5 (no cancellation), exp(x) - 1 elsewhere."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     small = f.cmp("<", f.abs(x), f.c(0.5))
-    q = f.poly(x, _taylor(lambda k: 1.0 / math.factorial(k + 1), _EXPM1_TERMS[f.bits]))
+    q = f.poly(x, taylor(lambda k: 1.0 / math.factorial(k + 1), _EXPM1_TERMS[f.bits]))
     series = f.mul(x, q)
     big = f.sub(exp(b, x), f.c(1.0))
     return f.sel(small, series, big)
@@ -263,7 +112,7 @@ def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value
     `positive_normal=True` promises that every non-NaN x is a positive normal number or +inf
     (`xlc.codegen.value_range` proves it for e.g. log(x*x + 1)): the denormal, zero and
     negative cases are then left out."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     dt = np.float32 if not f.is64 else np.float64
     scale_bits = 25 if not f.is64 else 54
     xs = x
@@ -278,17 +127,17 @@ def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value
     m = f.from_bits(b.add(b.and_(ix, f.ci((1 << f.mant) - 1)), f.ci(two_thirds)))
     fe = b.sitofp(e, f.ty)
     fm = f.sub(m, f.c(1.0))  # exact, in [-1/3, 1/3)
-    lo = f.mul(fe, f.c(_LN2_LO[f.bits]))
+    lo = f.mul(fe, f.c(LN2_LO[f.bits]))
     if f.is64:
         s = f.div_by_normal(fm, f.add(f.c(2.0), fm))  # 2 + fm in [1.6, 2.4]
         z = f.mul(s, s)
         # R = 2 z / 3 + 2 z^2 / 5 + ...
-        rr = f.mul(z, f.poly(z, _taylor(lambda k: 2.0 / (2 * k + 3), _LOG_TERMS_64)))
+        rr = f.mul(z, f.poly(z, taylor(lambda k: 2.0 / (2 * k + 3), _LOG_TERMS_64)))
         hfsq = f.mul(f.c(0.5), f.mul(fm, fm))
         res = f.sub(fm, f.sub(hfsq, f.fma(s, f.add(hfsq, rr), lo)))
     else:  # log(1 + fm) = fm + fm^2 Q(fm), no division
         res = f.add(fm, f.fma(f.mul(fm, fm), f.poly(fm, mc.LOG32[::-1]), lo))
-    res = f.fma(fe, f.c(_LN2_HI[f.bits]), res)
+    res = f.fma(fe, f.c(LN2_HI[f.bits]), res)
     # +inf and NaN give x itself (one unordered compare covers both)
     res = f.sel(f.b.fcmp_unordered(">=", x, f.c(math.inf)), x, res)
     if positive_normal:
@@ -299,7 +148,7 @@ def log(b: ir.IRBuilder, x: ir.Value, positive_normal: bool = False) -> ir.Value
 
 def log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """log(1 + x) = log(u) * x / (u - 1) with u = 1 + x (exact correction), x when u == 1."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     u = f.add(f.c(1.0), x)
     res = f.mul(log(b, u), f.div(x, f.sub(u, f.c(1.0))))
     res = f.sel(f.cmp("==", u, f.c(1.0)), x, res)
@@ -313,7 +162,7 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     for |x| >= 9.1, the sign copied from x.
     f64: -e / (2 + e) with e = expm1(-2|x|), sign restored (no overflow, full relative
     accuracy near 0)."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     if f.is64:
         e = expm1(b, f.mul(f.c(-2.0), f.abs(x)))
         res = f.div(f.neg(e), f.add(f.c(2.0), e))
@@ -332,7 +181,7 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def logistic(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """1 / (1 + e^-x), computed as r or e r with e = exp(-|x|), r = 1 / (1 + e): accurate
     relative error for both tails, never overflows."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     e = exp(b, f.neg(f.abs(x)), arg_range=(-math.inf, 0.0))
     r = f.div(f.c(1.0), f.add(f.c(1.0), e))
     return f.sel(f.cmp(">=", x, f.c(0.0)), r, f.mul(e, r))
@@ -344,7 +193,7 @@ _ERF_LO = {32: 1.0, 64: 1.5}  # Taylor below, erfc tail fit above
 _ERF_HI = {32: 4.0, 64: 6.0}
 
 
-def _clenshaw(f: _F, t: ir.Value, coeffs: Sequence[float]) -> ir.Value:
+def _clenshaw(f: FloatOps, t: ir.Value, coeffs: Sequence[float]) -> ir.Value:
     """sum c_k T_k(t) by Clenshaw's recurrence."""
     two_t = f.add(t, t)
     b1 = f.c(0.0)
@@ -359,10 +208,10 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """erf: x P(x^2) (Taylor) for |x| < 1 (f32) / 1.5 (f64); beyond, 1 - exp(-x^2) g(|x|) with
     g = erfc(x) e^(x^2) as a Chebyshev series; x^2 is split exactly (fma) so exp(-x^2) keeps
     its accuracy."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     two_over_sqrt_pi = 2.0 / math.sqrt(math.pi)
     z = f.mul(x, x)
-    taylor = f.mul(x, f.poly(z, _taylor(
+    near = f.mul(x, f.poly(z, taylor(
         lambda k: two_over_sqrt_pi * (-1) ** k / (math.factorial(k) * (2 * k + 1)),
         _ERF_TAYLOR[f.bits])))
     hi, lo = _ERF_HI[f.bits], _ERF_LO[f.bits]
@@ -373,7 +222,7 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     t = f.div(f.sub(f.add(ax, ax), f.c(lo + hi)), f.c(hi - lo))
     g = _clenshaw(f, t, mc.ERF_CHEB[f.bits])
     tail = f.copysign(f.sub(f.c(1.0), f.mul(e, g)), x)
-    res = f.sel(f.cmp("<", f.abs(x), f.c(lo)), taylor, tail)
+    res = f.sel(f.cmp("<", f.abs(x), f.c(lo)), near, tail)
     return f.sel(f.isnan(x), x, res)
 
 
@@ -382,7 +231,7 @@ _SIN_TERMS = {32: 5, 64: 9}  # odd Taylor terms of sin(r)/r in r^2, |r| <= pi/4
 _COS_TERMS = {32: 6, 64: 10}
 
 
-def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
+def _sincos_reduced(f: FloatOps, x: ir.Value, huge: bool = True
                     ) -> tuple[ir.Value, ir.Value, ir.Value]:
     """(sin r, cos r, quadrant q in 0..3 as ity) with x = k pi/2 + r, |r| <= pi/4.
 
@@ -397,7 +246,7 @@ def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
     b = f.b
     if f.is64:
         k = f.un("rint", f.mul(x, f.c(2.0 / math.pi)))
-        c1, c2, c3 = _PIO2[64]
+        c1, c2, c3 = PIO2[64]
         r = f.fma_exact(f.neg(k), f.c(c1), x)
         r = f.fma_exact(f.neg(k), f.c(c2), r)
         r = f.fma_exact(f.neg(k), f.c(c3), r)
@@ -410,10 +259,10 @@ def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
         kmod = f.sub(kf, f.mul(f.c(4.0), f.un("floor", f.mul(kf, f.c(0.25)))))
         q = f.to_int(kmod)
     else:
-        d = _F(b, with_scalar(f.ty, ir.DoubleType()))
+        d = FloatOps(b, with_scalar(f.ty, ir.DoubleType()))
         xd = b.fpext(x, d.ty)
         k = d.un("rint", d.mul(xd, d.c(2.0 / math.pi)))
-        c1, c2, _ = _PIO2[64]  # 106 bits of pi/2: plenty for an f32 result up to |x| ~ 1e16
+        c1, c2, _ = PIO2[64]  # 106 bits of pi/2: plenty for an f32 result up to |x| ~ 1e16
         rd = d.fma_exact(d.neg(k), d.c(c1), xd)
         rd = d.fma_exact(d.neg(k), d.c(c2), rd)
         if huge:  # exact Payne-Hanek reduction from 2^25 up
@@ -426,13 +275,13 @@ def _sincos_reduced(f: _F, x: ir.Value, huge: bool = True
         ki = b.fptosi(kc, with_scalar(f.ty, ir.IntType(64)))
         q = b.trunc(b.and_(ki, const(ki.type, 3)), f.ity)
     z = f.mul(r, r)
-    s = f.mul(r, f.poly(z, _taylor(lambda j: (-1) ** j / math.factorial(2 * j + 1),
+    s = f.mul(r, f.poly(z, taylor(lambda j: (-1) ** j / math.factorial(2 * j + 1),
                                    _SIN_TERMS[f.bits])))
-    c = f.poly(z, _taylor(lambda j: (-1) ** j / math.factorial(2 * j), _COS_TERMS[f.bits]))
+    c = f.poly(z, taylor(lambda j: (-1) ** j / math.factorial(2 * j), _COS_TERMS[f.bits]))
     return s, c, q
 
 
-def _quadrant(f: _F, q: ir.Value, v0: ir.Value, v1: ir.Value, v2: ir.Value,
+def _quadrant(f: FloatOps, q: ir.Value, v0: ir.Value, v1: ir.Value, v2: ir.Value,
               v3: ir.Value) -> ir.Value:
     b = f.b
     lo = f.sel(b.icmp_signed("==", q, f.ci(0)), v0, v1)
@@ -440,7 +289,7 @@ def _quadrant(f: _F, q: ir.Value, v0: ir.Value, v1: ir.Value, v2: ir.Value,
     return f.sel(b.icmp_signed("<", q, f.ci(2)), lo, hi)
 
 
-def _finish_trig(f: _F, x: ir.Value, res: ir.Value, bound: bool = True) -> ir.Value:
+def _finish_trig(f: FloatOps, x: ir.Value, res: ir.Value, bound: bool = True) -> ir.Value:
     if bound:  # huge arguments beyond the reduction's range: keep the result in [-1, 1]
         res = f.minnum(f.maxnum(res, f.c(-1.0)), f.c(1.0))
     bad = f.b.not_(f.cmp("<", f.abs(x), f.c(math.inf)))
@@ -454,7 +303,7 @@ def sin(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.in
     decides from `arg_range` and runs the huge form only for vectors that need it."""
     if huge is None:
         return emit_trig(b, "sin", x, arg_range, lambda bb, v, h: sin(bb, v, huge=h))
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     s, c, q = _sincos_reduced(f, x, huge)
     res = _quadrant(f, q, s, c, f.neg(s), f.neg(c))
     res = f.sel(f.cmp("==", x, f.c(0.0)), x, res)  # the reduction turns -0 into +0
@@ -466,7 +315,7 @@ def cos(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.in
     """cos, same reduction as `sin`."""
     if huge is None:
         return emit_trig(b, "cos", x, arg_range, lambda bb, v, h: cos(bb, v, huge=h))
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     s, c, q = _sincos_reduced(f, x, huge)
     res = _quadrant(f, q, c, f.neg(s), f.neg(c), s)
     return _finish_trig(f, x, res)
@@ -477,7 +326,7 @@ def tan(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.in
     """tan = s/c (even quadrant) or -c/s (odd quadrant)."""
     if huge is None:
         return emit_trig(b, "tan", x, arg_range, lambda bb, v, h: tan(bb, v, huge=h))
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     s, c, q = _sincos_reduced(f, x, huge)
     odd = b.trunc(q, with_scalar(f.ty, ir.IntType(1)))
     res = f.sel(odd, f.div(f.neg(c), s), f.div(s, c))
@@ -488,7 +337,7 @@ def tan(b: ir.IRBuilder, x: ir.Value, arg_range: tuple[float, float] = (-math.in
 _ATAN_TERMS = {32: 5, 64: 12}
 
 
-def _atan_unit(f: _F, t: ir.Value) -> ir.Value:
+def _atan_unit(f: FloatOps, t: ir.Value) -> ir.Value:
     """atan(t) for t in [0, 1]: fold to |u| <= tan(pi/8), halve once, Taylor series."""
     tan_pi_8 = math.sqrt(2.0) - 1.0
     fold = f.cmp(">", t, f.c(tan_pi_8))
@@ -497,13 +346,13 @@ def _atan_unit(f: _F, t: ir.Value) -> ir.Value:
     one = f.c(1.0)
     h = f.div(u, f.add(one, intrinsic(f.b, "llvm.sqrt", [f.fma(u, u, one)])))
     z = f.mul(h, h)
-    a = f.mul(h, f.poly(z, _taylor(lambda k: (-1) ** k / (2 * k + 1), _ATAN_TERMS[f.bits])))
+    a = f.mul(h, f.poly(z, taylor(lambda k: (-1) ** k / (2 * k + 1), _ATAN_TERMS[f.bits])))
     return f.fma(f.c(2.0), a, base)
 
 
 def atan2(b: ir.IRBuilder, y: ir.Value, x: ir.Value) -> ir.Value:
     """atan2(y, x) with C99 special cases (signed zeros, infinities, NaN)."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     ax, ay = f.abs(x), f.abs(y)
     swap = f.cmp(">", ay, ax)
     num = f.sel(swap, ax, ay)
@@ -521,7 +370,7 @@ def atan2(b: ir.IRBuilder, y: ir.Value, x: ir.Value) -> ir.Value:
 # ---- powers and roots -----------------------------------------------------------------------
 def _exp_log_pow(b: ir.IRBuilder, ax: ir.Value, y: ir.Value) -> ir.Value:
     """|x|^y as exp(y log|x|), in f64 for f32 inputs (then rounded once)."""
-    f = _F(b, ax.type)
+    f = FloatOps(b, ax.type)
     if f.is64:
         general = exp(b, f.mul(y, log(b, ax)))
         # integer |y| <= 1024: binary powering (exact for exact cases, error ~ log2|y| ulp)
@@ -537,14 +386,14 @@ def _exp_log_pow(b: ir.IRBuilder, ax: ir.Value, y: ir.Value) -> ir.Value:
         return f.sel(small_int, acc, general)
     dty = with_scalar(ax.type, ir.DoubleType())
     axd, yd = b.fpext(ax, dty), b.fpext(y, dty)
-    fd = _F(b, dty)
+    fd = FloatOps(b, dty)
     return b.fptrunc(exp(b, fd.mul(yd, log(b, axd))), ax.type)
 
 
 def pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:  # noqa: A001
     """x^y with C99 `pow` special cases: y == 0 or x == 1 -> 1; negative x needs an integer y
     (sign from its parity), else NaN; (-1)^(+-inf) = 1; zeros and infinities signed."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     res = _exp_log_pow(b, f.abs(x), y)
     y_int = f.cmp("==", f.un("floor", y), y)
     half = f.mul(y, f.c(0.5))
@@ -570,7 +419,7 @@ def rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def cbrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Cube root: bit-level first guess (exponent / 3), Newton steps, sign restored; zeros,
     infinities and NaN pass through, denormals are rescaled by 2^(3k) first."""
-    f = _F(b, x.type)
+    f = FloatOps(b, x.type)
     ax = f.abs(x)
     min_normal = float(np.finfo(np.float32 if not f.is64 else np.float64).tiny)
     k = 18 if not f.is64 else 36
