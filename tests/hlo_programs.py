@@ -285,6 +285,23 @@ def _dot(b: _Builder) -> None:
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
 
 
+def _wide_dot(b: _Builder) -> None:
+    """A dot with a wider result (n of 17 or 40): on big operands the CPU runs it on the packed
+    GEMM, a `__xlc$gemm` custom-call whose workspace the buffer assignment places."""
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
+    if x is None:
+        return
+    n = b.draw(st.sampled_from([17, 40]))
+    w = b.param(x.ty, (x.dims[1], n))
+    b.emit(x.ty, (x.dims[0], n),
+           f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+
+
+WORKSPACE_STEPS = (_wide_dot, _wide_dot, _unary, _binary, _transpose, _reduce)
+"""Steps whose big programs reach the CPU's workspace custom-calls (GEMM dots, and with
+`_sort` added where it is defined, sorts of long lines)."""
+
+
 def _dynamic_slice(b: _Builder) -> None:
     x = b.pick(lambda v: len(v.dims) >= 1)
     if x is None:
@@ -469,6 +486,7 @@ def _scatter_rows(b: _Builder) -> None:
 
 
 LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _gather_rows, _scatter_rows)
+WORKSPACE_STEPS += (_sort, _sort)
 """The steps of programs with layouts: every data-movement op an emitter indexes itself."""
 
 _SHAPED = re.compile(r"^(\s*(?:ROOT\s+)?\w+ = )(\w+)\[([\d,]*)\](?:\{[\d,]*\})?(.*)$")

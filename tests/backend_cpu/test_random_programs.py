@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tests.backend_cpu.helpers import check
 from tests.hlo_programs import (
+    WORKSPACE_STEPS,
     Program,
     _binary,
     _broadcast,
@@ -129,6 +130,15 @@ def test_random_mixed_program_matches_evaluator(prog: Program) -> None:
 def test_random_large_program_matches_evaluator(prog: Program) -> None:
     """The same on arrays large enough for the vectorised, non-temporal-store and
     multi-threaded kernel paths."""
+    check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
+
+
+@settings(max_examples=20, deadline=None)
+@given(hlo_programs(dtypes=("f32", "f64", "s32"), big=True, max_steps=5, steps=WORKSPACE_STEPS))
+def test_random_programs_with_workspace_calls_match_evaluator(prog: Program) -> None:
+    """Big programs with wide dots and sorts of long lines: the GEMM and sort kernels take
+    their scratch from `__xlc$gemm` / `__xlc$sort` workspace outputs (gemm-workspace,
+    sort-workspace passes)."""
     check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
 
 

@@ -5,12 +5,14 @@ whose last output is a u8 workspace, so buffer assignment places the scratch lik
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
 
 
-class WorkspacePass:
+class WorkspacePass(ABC):
     """Base of a workspace pass: `run` visits every instruction of `opcode` in the module's
     non-fusion computations and calls `rewrite`, which a subclass implements (True when it
     replaced the instruction). Instructions stay in a topological order."""
@@ -37,9 +39,9 @@ class WorkspacePass:
             changed |= edited
         return changed
 
+    @abstractmethod
     def rewrite(self, comp: HloComputation, inst: HloInstruction) -> bool:
         """Replace `inst` when it needs a workspace; True if it did."""
-        raise NotImplementedError
 
 
 def add_workspace_call(comp: HloComputation, inst: HloInstruction, results: list[Shape],
