@@ -275,6 +275,28 @@ def _narrow_sum(b: _Builder) -> None:
                        f"to_apply={b.reducer('add', x.ty)}")
 
 
+def _row_softmax(b: _Builder) -> None:
+    """softmax along the last dim of an f32/f64 value (max, exp(x - max), sum, divide): the
+    row fusion pass makes it one fusion, which the CPU and the GPU emit as row kernels."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty in ("f32", "f64"))
+    if x is None:
+        return
+    d = len(x.dims) - 1
+    kept = x.dims[:-1]
+    bdims = ",".join(map(str, range(d)))
+    lowest = b.emit(x.ty, (), "constant(-inf)")
+    zero = b.emit(x.ty, (), "constant(0)")
+    mx = b.emit(x.ty, kept, f"reduce({x.name}, {lowest.name}), dimensions={{{d}}}, "
+                            f"to_apply={b.reducer('maximum', x.ty)}")
+    mb = b.emit(x.ty, x.dims, f"broadcast({mx.name}), dimensions={{{bdims}}}")
+    shifted = b.emit(x.ty, x.dims, f"subtract({x.name}, {mb.name})")
+    e = b.emit(x.ty, x.dims, f"exponential({shifted.name})")
+    sm = b.emit(x.ty, kept, f"reduce({e.name}, {zero.name}), dimensions={{{d}}}, "
+                            f"to_apply={b.reducer('add', x.ty)}")
+    sb = b.emit(x.ty, x.dims, f"broadcast({sm.name}), dimensions={{{bdims}}}")
+    b.emit(x.ty, x.dims, f"divide({e.name}, {sb.name})")
+
+
 def _dot(b: _Builder) -> None:
     x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
     if x is None:
@@ -372,7 +394,8 @@ def _arg_reduce(b: _Builder) -> None:
 
 
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
-         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum, _arg_reduce)
+         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum, _arg_reduce,
+         _row_softmax)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:

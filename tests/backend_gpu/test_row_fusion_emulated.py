@@ -12,10 +12,21 @@ import numpy as np
 import pytest
 import xlc.nn
 import xlc.numpy as xnp
+from hypothesis import given, settings
 
 import xlc
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.helpers import compile_text, requires_ptxas
+from tests.hlo_programs import (
+    Program,
+    _binary,
+    _broadcast,
+    _reduce,
+    _row_softmax,
+    _transpose,
+    _unary,
+    hlo_programs,
+)
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emit_row_fusion import WARP_ROW_MAX
 from xlc.hlo.evaluator import evaluate, flatten_result
@@ -113,3 +124,18 @@ def test_row_reductions_with_a_side_output(shape: tuple[int, ...]) -> None:
     want = flatten_result(evaluate(parse_module(text), [x]))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hlo_programs(dtypes=("f32", "f64"), max_steps=5,
+                    steps=(_row_softmax, _row_softmax, _unary, _binary, _broadcast, _transpose,
+                           _reduce)))
+def test_random_row_programs_on_the_gpu_path(prog: Program) -> None:
+    """Random programs with row softmaxes among other steps (the row fusion pass fuses them,
+    with whatever producers and consumers the program has), run in the emulator."""
+    got = Emulator(compile_text(prog.text)).run(list(prog.args))
+    want = flatten_result(evaluate(parse_module(prog.text), list(prog.args)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=prog.tolerance, atol=prog.tolerance,
+                                   equal_nan=True)
