@@ -183,20 +183,7 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
     gen.clear_cache()
     accs = [[b.load(s) for s in ss] for ss in slots]
     valid = b.load(valid_slot)
-    accs, valid = warp_reduce(em, b, heroes, accs, valid)
-    if warps > 1:
-        # lane 0 of every warp publishes its partial; warp 0 combines them
-        with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
-            for h, vals in enumerate(accs):
-                for j, v in enumerate(vals):
-                    b.store(v, _shared_ptr(b, shared[h][j], warp))
-        nvptx.barrier(b)
-        in_range = b.icmp_unsigned("<", lane, i64(warps))
-        safe_lane = b.select(in_range, lane, i64(0))
-        accs = [[b.load(_shared_ptr(b, shared[h][j], safe_lane), typ=types[h][j])
-                 for j in range(len(types[h]))] for h in range(len(heroes))]
-        accs, valid = warp_reduce(em, b, heroes, accs, in_range)
-        nvptx.barrier(b)
+    accs, valid = block_reduce(em, b, heroes, accs, valid, shared, types, lane, warp, warps)
     writer = b.icmp_unsigned("==", tid, i64(0))
     if p.active is not None:
         writer = b.and_(writer, p.active)
@@ -213,6 +200,31 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
 
 def _shared_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Value:
     return nvptx.shared_elem_ptr(b, gv, idx)
+
+
+def block_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
+                 accs: list[list[ir.Value]], valid: ir.Value,
+                 shared: list[list[ir.GlobalVariable]], types: list[list[ir.Type]],
+                 lane: ir.Value, warp: ir.Value, warps: int
+                 ) -> tuple[list[list[ir.Value]], ir.Value]:
+    """Every thread's partials to the totals of its warp (`warps` == 1) or block, in every
+    thread: warp shuffles; with several warps, lane 0 of each publishes to `shared` (one array
+    of `warps` elements per partial) and every warp combines the published partials. Ends with
+    a barrier, so the caller may reuse `shared` at once. Must be reached by the whole block."""
+    accs, valid = warp_reduce(em, b, heroes, accs, valid)
+    if warps > 1:
+        with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
+            for h, vals in enumerate(accs):
+                for j, v in enumerate(vals):
+                    b.store(v, _shared_ptr(b, shared[h][j], warp))
+        nvptx.barrier(b)
+        in_range = b.icmp_unsigned("<", lane, i64(warps))
+        safe_lane = b.select(in_range, lane, i64(0))
+        accs = [[b.load(_shared_ptr(b, shared[h][j], safe_lane), typ=types[h][j])
+                 for j in range(len(types[h]))] for h in range(len(heroes))]
+        accs, valid = warp_reduce(em, b, heroes, accs, in_range)
+        nvptx.barrier(b)
+    return accs, valid
 
 
 def warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],

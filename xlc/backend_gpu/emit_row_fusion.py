@@ -28,8 +28,8 @@ from xlc.backend_gpu.emit_reduce import (
     ROW_THREADS,
     WARP_ROW_MAX,
     Hero,
+    block_reduce,
     combine_partials,
-    warp_reduce,
 )
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import MAX_BLOCKS, element_type, i64, strided, unflatten
@@ -90,8 +90,8 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     with b.goto_entry_block():
         slots = [b.alloca(t) for t in types]
         valid_slot = b.alloca(lu.I1)
-    shared = [nvptx.shared_array(b.module, f"row{h}", t, warps) for h, t in enumerate(types)] \
-        if warps > 1 else []
+    shared = [[nvptx.shared_array(b.module, f"row{h}", t, warps)]
+              for h, t in enumerate(types)] if warps > 1 else []
     # Every warp of a block runs the same iterations (shuffles and barriers stay uniform): a
     # block takes a group of `per_block` rows at a time, warp w its row w; a warp past the
     # last row recomputes the last row and writes nothing.
@@ -121,16 +121,9 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                 b.store(ir.Constant(lu.I1, 1), valid_slot)
             gen.clear_cache()
             heroes: list[Hero] = [(red, [()])]
-            (accs,), valid = warp_reduce(em, b, heroes, [[b.load(slots[h])]],
-                                          b.load(valid_slot))
-            if warps > 1:
-                with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
-                    b.store(accs[0], nvptx.shared_elem_ptr(b, shared[h], warp))
-                nvptx.barrier(b)
-                in_range = b.icmp_unsigned("<", lane, i64(warps))
-                safe = b.select(in_range, lane, i64(0))
-                part = b.load(nvptx.shared_elem_ptr(b, shared[h], safe), typ=types[h])
-                (accs,), valid = warp_reduce(em, b, heroes, [[part]], in_range)
+            (accs,), valid = block_reduce(em, b, heroes, [[b.load(slots[h])]],
+                                          b.load(valid_slot), [shared[h]] if shared else [],
+                                          [[types[h]]], lane, warp, warps)
             init_v = gen.generate(init, [])
             (total,) = combine_partials(em, b, red, [init_v], accs)
             value = b.select(valid, total, init_v)
@@ -147,8 +140,6 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         gen.clear_cache()
         for red in reduces:
             del gen.leaves[red.uid]
-        if warps > 1:
-            nvptx.barrier(b)  # the next row's partials reuse the shared arrays
     k.finish()
     log.debug("GPU row fusion %s: %d reduces, %d threads per row", inst.name, len(reduces),
               row_threads)

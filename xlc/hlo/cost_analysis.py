@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
+from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
@@ -88,9 +89,7 @@ def _compute(inst: HloInstruction) -> Cost:
     elif op is Opcode.DOT:
         cost.flops = _dot_flops(inst.shape, inst.operands[0].shape,
                                 inst.attrs.get("lhs_contracting_dims"))
-    elif op is Opcode.CUSTOM_CALL and inst.attrs.get("custom_call_target") == "__xlc$gemm":
-        from xlc.hlo.gemm_call import gemm_call_dot
-
+    elif op is Opcode.CUSTOM_CALL and inst.attrs.get("custom_call_target") == GEMM_TARGET:
         dot = gemm_call_dot(inst)
         cost.flops = _dot_flops(dot.shape, dot.operands[0].shape,
                                 dot.attrs.get("lhs_contracting_dims"))
