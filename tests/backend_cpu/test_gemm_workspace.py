@@ -104,3 +104,32 @@ def test_two_gemms_share_workspace_memory_and_match_the_evaluator() -> None:
     assert cpu.memory_stats()["temp_bytes"] < w0.size + w1.size + 2 * 130 * 70 * 4 + 1024
     check(TWO, rand(2, 130, 90), rand(2, 90, 70, seed=1), rand(70, 110, seed=2),
           rtol=1e-4, atol=1e-4)
+
+
+def test_hand_written_gemm_calls_are_checked() -> None:
+    """`__xlc$gemm` in HLO text is verified as the dot it stands for, its workspace as u8[S]
+    of at least the GEMM's scratch (an error naming the call, never a wrong answer)."""
+    call = ('ROOT d = ({out}) custom-call(a, b), custom_call_target="__xlc$gemm", '
+            'backend_config="lhs_batch_dims={{}};rhs_batch_dims={{}};'
+            'lhs_contracting_dims={{1}};rhs_contracting_dims={{{rc}}}"')
+    head = "HloModule m\nENTRY e {\n  a = f32[300,200] parameter(0)\n" \
+           "  b = f32[250,200] parameter(1)\n  "
+
+    def text(out: str, rc: int) -> str:
+        return head + call.format(out=out, rc=rc) + "\n}\n"
+
+    with pytest.raises(xlc.VerificationError, match="the dot this '__xlc\\$gemm' custom-call "
+                       "stands for is invalid: dot: contracting dimension sizes must match"):
+        xlc.compile(text("f32[300,250], u8[64]", 0), backend="cpu")
+    with pytest.raises(xlc.VerificationError, match="a '__xlc\\$gemm' custom-call returns a "
+                       "tuple ending in a u8\\[S\\] workspace, not \\(f32\\[300,250\\], f32"):
+        xlc.compile(text("f32[300,250], f32[64]", 1), backend="cpu")
+    with pytest.raises(xlc.LoweringError, match="the workspace of d holds 64 bytes, its GEMM "
+                       "needs"):
+        xlc.compile(text("f32[300,250], u8[64]", 1), backend="cpu")
+    # the same call with its workspace compiles and runs as the dot
+    a, b = rand(300, 200), rand(250, 200, seed=1)
+    size = _scratch(300, 250, 200, 2) + (1 << 20)
+    np.testing.assert_allclose(xlc.compile(text(f"f32[300,250], u8[{size}]", 1),
+                                           backend="cpu")(a, b)[0], a @ b.T, rtol=1e-4,
+                               atol=1e-4)

@@ -85,3 +85,17 @@ def test_merge_sort_of_several_operands_and_no_malloc_in_the_code() -> None:
     vals, idx = exe.run([x])
     np.testing.assert_array_equal(vals, np.sort(x, axis=1))
     np.testing.assert_array_equal(idx, np.argsort(x, axis=1, kind="stable"))
+
+
+def test_a_short_workspace_is_refused() -> None:
+    """A hand-written `__xlc$sort` whose workspace is too small: a LoweringError naming it."""
+    text = SORT.replace(
+        "ROOT s = (f32[16,1000], s32[16,1000]) sort(x, i), dimensions={1}, is_stable=true, "
+        "to_apply=lt",
+        'ROOT s = (f32[16,1000], s32[16,1000], u8[64]) custom-call(x, i), '
+        'custom_call_target="__xlc$sort", called_computations={lt}, '
+        'backend_config="dimensions={1};is_stable=true"')
+    assert "__xlc$sort" in text
+    with pytest.raises(xlc.LoweringError, match="the workspace of sort s holds 64 bytes, its "
+                       "(radix|merge) sort needs"):
+        xlc.compile(text, backend="cpu")

@@ -94,6 +94,10 @@ def _emit_sort(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buff
             raise LoweringError(
                 f"CPU backend: sort {inst.name} has lines of {n} > {INSERTION_MAX} elements "
                 "and no workspace (the CPU pipeline's sort-workspace pass gives it one)")
+        held, needed = em.slice(*workspace).size, merge_scratch_bytes(inst)
+        if held < needed:
+            raise LoweringError(f"CPU backend: the workspace of sort {inst.name} holds {held} "
+                                f"bytes, its merge sort needs {needed}")
         _merge_sort(k, outs, pts, shape, d, n, less_fn, k.ptr(*workspace))
         k.finish()
         return

@@ -31,11 +31,13 @@ from __future__ import annotations
 import logging
 
 from xlc.errors import ShapeError, VerificationError
+from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import Shape, ShapeIndex
+from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 from xlc.hlo.shape_inference import infer_instruction_shape
 from xlc.hlo.shape_inference_util import fmt
+from xlc.hlo.sort_call import SORT_TARGET, sort_call_sort
 from xlc.hlo.verifier_checks import (
     Violation,
     check_attributes,
@@ -191,6 +193,29 @@ def verify_instruction(inst: HloInstruction) -> None:
     if expected is not None and not inst.shape.compatible(expected):
         raise instruction_error(inst, f"result shape does not match the inferred shape: "
                                       f"declared {fmt(inst.shape)} vs inferred {fmt(expected)}")
+    _verify_workspace_call(inst)
+
+
+def _verify_workspace_call(inst: HloInstruction) -> None:
+    """xlc's `__xlc$gemm` / `__xlc$sort` custom-calls (`gemm_call.py`, `sort_call.py`): a
+    tuple whose last element is a u8[S] workspace, the rest exactly what the dot or sort they
+    stand for (decoded from backend_config) gives."""
+    target = inst.attrs.get("custom_call_target") if inst.opcode is Opcode.CUSTOM_CALL else None
+    if target not in (GEMM_TARGET, SORT_TARGET):
+        return
+    elements = inst.shape.tuple_shapes or ()
+    last = elements[-1] if elements else None
+    if last is None or not last.is_array or last.element_type is not PrimitiveType.U8 \
+            or last.rank != 1 or len(elements) < 2:
+        raise instruction_error(inst, f"a '{target}' custom-call returns a tuple ending in a "
+                                      f"u8[S] workspace, not {fmt(inst.shape)}")
+    stands_for = gemm_call_dot(inst) if target == GEMM_TARGET else sort_call_sort(inst)
+    try:
+        verify_instruction(stands_for)
+    except VerificationError as e:
+        detail = str(e).split("\n", 1)[0].split(": ", 1)[-1]
+        raise instruction_error(inst, f"the {stands_for.opcode.text} this '{target}' "
+                                      f"custom-call stands for is invalid: {detail}") from None
 
 
 def verify_computation(comp: HloComputation) -> None:
