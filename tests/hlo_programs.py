@@ -472,6 +472,42 @@ def _sort(b: _Builder) -> None:
     b.emit(x.ty, x.dims, f"sort({x.name}), dimensions={{{d}}}, to_apply={key}")
 
 
+_NAN_LAST = ("  nx = pred[] compare(a, a), direction=NE\n  ny = pred[] compare(b, b), "
+             "direction=NE\n  lt = pred[] compare(a, b), direction=LT\n  nnx = pred[] "
+             "not(nx)\n  last = pred[] and(nnx, ny)\n  ROOT r = pred[] or(lt, last)\n")
+
+
+def _sort_total(b: _Builder) -> None:
+    """A sort by the value's total order: TOTALORDER LT or GT on floats, LT or GT on integers,
+    or xlc.numpy's "NaNs last" float comparator (which equates -0.0 with +0.0 and every NaN).
+    A float value is sometimes first given -0.0s (`maximum(x, -0)`) or NaNs of both signs
+    (`sqrt`), so both the vectorised sort and its stable fallback run (issue 11 item 29)."""
+    x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
+    if x is None:
+        return
+    is_float = x.ty in ("f16", "bf16", "f32", "f64")
+    kinds = ["LT", "GT", "nan_last"] if is_float else ["LT", "GT"]
+    kind = b.draw(st.sampled_from(kinds))
+    if is_float:
+        spice = b.draw(st.sampled_from(["", "zeros", "nans"]))
+        if spice == "zeros":
+            z = b.emit(x.ty, (), "constant(-0)")
+            zb = b.emit(x.ty, x.dims, f"broadcast({z.name}), dimensions={{}}")
+            x = b.emit(x.ty, x.dims, f"maximum({x.name}, {zb.name})")
+        elif spice == "nans":
+            x = b.emit(x.ty, x.dims, f"sqrt({x.name})")
+    key = f"total_{kind.lower()}_{x.ty}"
+    if kind == "nan_last":
+        body = _NAN_LAST
+    else:
+        order = ", type=TOTALORDER" if is_float else ""
+        body = f"  ROOT r = pred[] compare(a, b), direction={kind}{order}\n"
+    b.reducers.setdefault(key, f"{key} {{\n  a = {x.ty}[] parameter(0)\n  b = {x.ty}[] "
+                               f"parameter(1)\n{body}}}\n")
+    d = b.draw(st.integers(0, len(x.dims) - 1))
+    b.emit(x.ty, x.dims, f"sort({x.name}), dimensions={{{d}}}, to_apply={key}")
+
+
 def _gather_rows(b: _Builder) -> None:
     """Gather of whole rows (slices along dim 0) at clamped indices."""
     x = b.pick(lambda v: len(v.dims) >= 1)
@@ -508,8 +544,9 @@ def _scatter_rows(b: _Builder) -> None:
            f"index_vector_dim=1, to_apply={name}")
 
 
-LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _gather_rows, _scatter_rows)
-WORKSPACE_STEPS += (_sort, _sort)
+LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _sort_total, _gather_rows,
+                       _scatter_rows)
+WORKSPACE_STEPS += (_sort, _sort, _sort_total, _sort_total)
 """The steps of programs with layouts: every data-movement op an emitter indexes itself."""
 
 _SHAPED = re.compile(r"^(\s*(?:ROOT\s+)?\w+ = )(\w+)\[([\d,]*)\](?:\{[\d,]*\})?(.*)$")

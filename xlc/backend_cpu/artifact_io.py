@@ -120,20 +120,23 @@ def _link_libraries(needed: list[str], members: dict[str, bytes], where: str) ->
     manifest vouches for running)."""
     from xlc.backend_cpu import runtime_lib
 
-    wanted = set(runtime_lib.libraries_for(needed))
+    order = runtime_lib.libraries_for(needed)  # each library after those it requires
+    carried: dict[str, bytes] = {}
     for member, data in members.items():
         if member.startswith(LIB_PREFIX):
             name = member[len(LIB_PREFIX):].removesuffix(".o")
-            if name not in wanted:
+            if name not in order:
                 raise ArtifactError(f"{where}: unexpected run-time library member {member}")
             try:  # a malformed object fails here, before LLVM sees it
                 undefined_symbols(data)
             except ArtifactError as e:
                 raise ArtifactError(f"{where}: {member}: {e}") from None
-            runtime_lib.link_object(name, data, where)
-            wanted.discard(name)
-    for name in sorted(wanted):
-        runtime_lib.ensure(name)
+            carried[name] = data
+    for name in order:
+        if name in carried:
+            runtime_lib.link_object(name, carried[name], where)
+        else:
+            runtime_lib.ensure(name)
 
 
 class _LinkedCode:

@@ -141,7 +141,7 @@ def _uint(bits: int) -> PrimitiveType:
             64: PrimitiveType.U64}[bits]
 
 
-def _key_value(b: ir.IRBuilder, comp: HloComputation, spec: SortKey, value: ir.Value,
+def key_value(b: ir.IRBuilder, comp: HloComputation, spec: SortKey, value: ir.Value,
                kbits: int) -> ir.Value:
     """The unsigned radix key (`kbits` wide) of an element value of the key operand."""
     pnum = 2 * spec.operand
@@ -246,7 +246,7 @@ def emit_radix_sort(k: Kernel, comp: HloComputation, spec: SortKey,
     with lu.for_range(b, n, name="keys") as t:
         v = lu.load_element(b, k.ptr(kin, kshape), multi_to_linear(b, at(t), sub(kin, kshape)),
                             kpt_in)
-        key = _key_value(b, comp, spec, v, kbits)
+        key = key_value(b, comp, spec, v, kbits)
         lu.store_element(b, key, keys_a, t, kpt)
         lu.store_element(b, b.trunc(t, lu.I32), idx_a, t, PrimitiveType.S32)
         for p in range(passes):

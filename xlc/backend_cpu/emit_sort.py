@@ -2,14 +2,15 @@
 
 * sort: lines longer than INSERTION_MAX whose comparator orders by one totally ordered key
   (`emit_radix_sort.sort_key`: JAX's and xlc's own float/int comparators) are radix-sorted,
-  lines split over the threads (`emit_radix_sort.py`). Otherwise the operands are copied into
-  the output buffers (unless already there), then every 1-D line along the sort dimension is
-  sorted in place with the comparator computation (a scalar function), stably: lines of up to
-  INSERTION_MAX elements by insertion sort (swapping only on `less(x[j], x[j-1])`), longer
-  lines by a bottom-up merge sort of a permutation (O(n log n)), which is then applied to every
-  output. Sorts with lines longer than INSERTION_MAX come as `__xlc$sort` custom-calls
-  (`sort_workspace.py`) whose last output is the radix or merge sort's scratch, so no kernel
-  allocates memory.
+  lines split over the threads (`emit_radix_sort.py`); a single 32/64-bit operand ordered by
+  its own value goes through the vectorised key sort first (`emit_vsort.py`, AVX-512 hosts).
+  Otherwise the operands are copied into the output buffers (unless already there), then
+  every 1-D line along the sort dimension is sorted in place with the comparator computation
+  (a scalar function), stably: lines of up to INSERTION_MAX elements by insertion sort
+  (swapping only on `less(x[j], x[j-1])`), longer lines by a bottom-up merge sort of a
+  permutation (O(n log n)), which is then applied to every output. Sorts with lines longer
+  than INSERTION_MAX come as `__xlc$sort` custom-calls (`sort_workspace.py`) whose last output
+  is the radix or merge sort's scratch, so no kernel allocates memory.
 * topk: one pass per row keeping a k-element heap (`emit_topk.py`).
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from xlc.backend_cpu.emit_gemm import emit_gemm_call
 from xlc.backend_cpu.emit_loops import operand_buffers, output_buffers
 from xlc.backend_cpu.emit_radix_sort import emit_radix_sort, radix_scratch_bytes, sort_key
 from xlc.backend_cpu.emit_topk import emit_topk
+from xlc.backend_cpu.emit_vsort import emit_vsort_line, vsort_applies
 from xlc.backend_cpu.emitter import (
     CpuEmitter,
     FnCtx,
@@ -193,9 +195,17 @@ def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buf
         else i64(0)
     scratch = b.gep(k.ptr(*workspace), [b.mul(slot, i64(per_line))], inbounds=True,
                     source_etype=lu.I8)
+    comp, srcs = inst.called[0], [(op, ()) for op in ops]
     with loop_over(b, shape, "rs", dims=others, outer=k.outer) as line:
-        emit_radix_sort(k, inst.called[0], spec, [(op, ()) for op in ops], outs, pts,
-                        in_place, d, n, line, scratch)
+        def radix(line: list = line) -> None:
+            emit_radix_sort(k, comp, spec, srcs, outs, pts, in_place, d, n, line, scratch)
+
+        if vsort_applies(spec, pts):
+            # the keys go where the radix sort keeps its first key array
+            emit_vsort_line(k, comp, spec, srcs[0], outs[0], pts[0], d, line, n, scratch,
+                            em.threads if slots == 1 else 1, radix)
+        else:
+            radix()
     k.finish()
     return True
 

@@ -1,9 +1,11 @@
 """Run-time libraries: generated code that every executable of the process shares.
 
 A library is a module built by a Python function, compiled once per process and linked by
-name: the thread pool (`xlc_pool_run_shares`, `xlc_pool_run_slots`, `thread_pool.py`) and the
-generic packed GEMMs (`xlc_gemm_f32_shares`, `xlc_gemm_f64_shares`, `gemm_lib.py`). Kernels
-only declare the symbols they call.
+name: the thread pool (`xlc_pool_run_shares`, `xlc_pool_run_slots`, `thread_pool.py`), the
+generic packed GEMMs (`xlc_gemm_f32_shares`, `xlc_gemm_f64_shares`, `gemm_lib.py`) and the
+vectorised sort (`xlc_vsort_u32`, `xlc_vsort_u64`, `vsort_lib.py`, which calls the pool: a
+library names the libraries it `requires`, and they are linked first). Kernels only declare
+the symbols they call.
 
 * `ensure(name)` makes a library's symbols resolvable in this process (compiling it into the
   process JIT engine on first use, then registering its addresses with `llvm.add_symbol`, so
@@ -42,13 +44,15 @@ log = logging.getLogger("xlc.backend_cpu")
 @dataclass(frozen=True)
 class Library:
     """A run-time library: the symbols it exports, the `module:function(*args)` building its
-    llvmlite module, and the LLVM optimization level it is compiled at."""
+    llvmlite module, the LLVM optimization level it is compiled at and the libraries whose
+    symbols it calls (`requires`)."""
 
     name: str
     exports: tuple[str, ...]
     builder: str
     args: tuple[str, ...] = ()
     opt_level: int = 3
+    requires: tuple[str, ...] = ()
 
 
 LIBRARIES: dict[str, Library] = {
@@ -62,6 +66,10 @@ LIBRARIES: dict[str, Library] = {
         Library("gemm_f64", ("xlc_gemm_f64_shares", "xlc_gemm_f64_pack_b", "xlc_gemm_f64"),
                 "xlc.backend_cpu.gemm_lib:build_gemm_library",
                 ("f64",)),
+        Library("vsort32", ("xlc_vsort_u32",), "xlc.backend_cpu.vsort_lib:build_vsort_library",
+                ("u32",), requires=("pool",)),
+        Library("vsort64", ("xlc_vsort_u64",), "xlc.backend_cpu.vsort_lib:build_vsort_library",
+                ("u64",), requires=("pool",)),
     )
 }
 _BY_SYMBOL = {sym: lib.name for lib in LIBRARIES.values() for sym in lib.exports}
@@ -78,8 +86,19 @@ def library_of(symbol: str) -> str | None:
 
 
 def libraries_for(symbols: Iterable[str]) -> list[str]:
-    """The libraries exporting any of `symbols`, sorted."""
-    return sorted({n for s in symbols if (n := _BY_SYMBOL.get(s)) is not None})
+    """The libraries exporting any of `symbols` and the libraries they require, each after
+    the libraries it requires (then by name)."""
+    out: list[str] = []
+
+    def add(name: str) -> None:
+        if name not in out:
+            for dep in LIBRARIES[name].requires:
+                add(dep)
+            out.append(name)
+
+    for name in sorted({n for s in symbols if (n := _BY_SYMBOL.get(s)) is not None}):
+        add(name)
+    return out
 
 
 def _present(lib: Library) -> bool:
@@ -103,6 +122,8 @@ def ensure(name: str) -> None:
     with _lock:
         if _present(lib):
             return
+        for dep in lib.requires:
+            ensure(dep)
         text = _build(lib)
         cached = _cache_file(lib, text)
         if cached is not None and cached.is_file():

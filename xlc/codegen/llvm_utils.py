@@ -289,6 +289,7 @@ def new_target_machine(opt: int = 3, jit: bool = False, pic: bool = False,
     that takes ownership of it (`llvm.create_mcjit_compiler` does)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()  # inline assembly (vsort_kernels' knot)
     cpu, features = host_cpu()
     return llvm.Target.from_default_triple().create_target_machine(
         cpu=cpu, features=features, opt=opt, reloc="pic" if pic else "default",
