@@ -1,8 +1,9 @@
 """xlc: an XLA-style ahead-of-time tensor compiler.
 
 Public API: `jit`, `ShapeDtype`, `compile`, `load`, the `numpy` / `lax` / `nn` namespaces
-(also importable as `import xlc.numpy as xnp`), `CompileOptions`, the error classes and
-`DeviceArray` (GPU memory; imported on first use).
+(also importable as `import xlc.numpy as xnp`), `pure_callback` and `debug` (host callbacks),
+`ffi` (your own custom-call targets, `import xlc.ffi`), `CompileOptions`, the error classes
+and `DeviceArray` (GPU memory; imported on first use).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from xlc.api import compile, jit, load
 from xlc.errors import (
     ArgumentError,
     ArtifactError,
+    CustomCallError,
     EvaluationError,
     LoweringError,
     ParseError,
@@ -22,9 +24,10 @@ from xlc.errors import (
     VerificationError,
     XlcError,
 )
-from xlc.frontend import lax, nn
+from xlc.frontend import debug, lax, nn
 from xlc.frontend import numpy_api as numpy
 from xlc.frontend.arguments import ShapeDtype
+from xlc.frontend.callbacks import pure_callback
 from xlc.options import CompileOptions
 
 __version__ = "0.1.0"
@@ -33,6 +36,7 @@ __version__ = "0.1.0"
 _sys.modules[__name__ + ".numpy"] = numpy
 _sys.modules[__name__ + ".lax"] = lax
 _sys.modules[__name__ + ".nn"] = nn
+_sys.modules[__name__ + ".debug"] = debug
 
 
 
@@ -48,8 +52,9 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
-    "DeviceArray",
+    "DeviceArray", "pure_callback", "debug",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
+    "CustomCallError",
     "__version__",
 ]

@@ -65,3 +65,8 @@ class EvaluationError(XlcError):
 class ShapeError(XlcError):
     """Operand shapes or attributes that an op does not accept (raised by shape inference;
     the verifier wraps it into VerificationError, the tracer into TraceError)."""
+
+
+class CustomCallError(XlcError):
+    """A custom-call failed at run time: a user FFI target returned an error, or a host call
+    (a LAPACK target, a Python callback) raised. The message names the target."""

@@ -37,7 +37,8 @@ ENTRY e {
 }"""
     with pytest.raises(UnsupportedOpError,
                        match=r"CPU backend cannot compile 'custom-call' target 'my_kernel' "
-                             r"\(c\): custom-call targets are not supported"):
+                             r"\(c\): it is not registered \(xlc.ffi.register\) and not one "
+                             r"xlc knows"):
         compile_cpu(parse_module(text))
 
 

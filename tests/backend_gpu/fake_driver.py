@@ -214,3 +214,15 @@ class FakeDriver:
         for op in g:
             op()
         return (OK,)
+
+
+def use(holder: list[FakeDriver], exe: GpuExecutable, monkeypatch: Any) -> FakeDriver:
+    """Make a FakeDriver for `exe` the process's CUDA driver for this test (pytest's
+    `monkeypatch` undoes it); `holder` is the `fake` fixture's list."""
+    from xlc.backend_gpu import cuda
+
+    drv = FakeDriver(exe)
+    holder.append(drv)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
+    return drv

@@ -56,7 +56,8 @@ ENTRY e {
 def test_unsupported_opcode_names_the_instruction() -> None:
     with pytest.raises(UnsupportedOpError,
                        match=r"GPU backend cannot compile 'custom-call' target 'foo' "
-                             r"\(cc\): custom-call targets are not supported"):
+                             r"\(cc\): it has no device implementation and no host "
+                             r"implementation"):
         compile_text("""
 HloModule m
 ENTRY e {

@@ -4,17 +4,14 @@ events, while/conditional predicates, CUDA-graph capture/replay and device-resid
 are all exercised and checked against the reference evaluator."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
-from tests.backend_gpu.fake_driver import FakeDriver
+from tests.backend_gpu.fake_driver import FakeDriver, use
 from tests.backend_gpu.helpers import compile_text, compiled_case
 from tests.conftest import requires_corpus
 from xlc.backend_gpu import cuda
 from xlc.backend_gpu.device_array import DeviceArray
-from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.thunks import WhileThunk
 from xlc.errors import XlcError
 from xlc.hlo.evaluator import evaluate
@@ -23,21 +20,6 @@ from xlc.hlo.parser import parse_module
 RNG = np.random.default_rng(3)
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakeDriver]]:
-    """Install a FakeDriver per executable (created lazily by `use`)."""
-    holder: list[FakeDriver] = []
-    monkeypatch.setattr(cuda, "_context", None)
-    yield holder
-
-
-def use(holder: list[FakeDriver], exe: GpuExecutable, monkeypatch: pytest.MonkeyPatch
-        ) -> FakeDriver:
-    drv = FakeDriver(exe)
-    holder.append(drv)
-    monkeypatch.setattr(cuda, "_driver", drv)
-    monkeypatch.setattr(cuda, "_context", None)
-    return drv
 
 
 LOOP = """

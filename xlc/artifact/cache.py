@@ -87,8 +87,20 @@ def cache_key(module: HloModule, backend: str, options: CompileOptions) -> str:
 
     parts = {"module": module_fingerprint(module), "options": options.cache_key(),
              "xlc": __version__, "backend": backend,
-             "target": target_description(backend, options)}
+             "target": target_description(backend, options),
+             "ffi": ffi_fingerprints(module, backend)}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def ffi_fingerprints(module: HloModule, backend: str) -> dict[str, str]:
+    """{target: fingerprint} of the user custom-call targets (`xlc.ffi`) the module calls:
+    new code for a target is a new key."""
+    from xlc.hlo.ffi_registry import fingerprints
+    from xlc.hlo.opcodes import Opcode
+
+    names = [str(i.attrs.get("custom_call_target", "")) for c in module.computations
+             for i in c.instructions if i.opcode is Opcode.CUSTOM_CALL]
+    return fingerprints(names, backend)
 
 
 @dataclass

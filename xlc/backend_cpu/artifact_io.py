@@ -50,10 +50,16 @@ def pack(exe: Any) -> Any:
     if not hasattr(exe, "object_code") or not hasattr(exe, "entry_name"):
         raise ArtifactError(f"cannot serialize a {type(exe).__name__}: it exposes no object "
                             "code")
+    from xlc.backend_cpu.ffi_cpu import ffi_symbols, pack_members
+    from xlc.hlo.host_calls import refuse_python_targets
+
     obj = bytes(exe.object_code())
     members = {OBJECT_MEMBER: obj}
-    for name in runtime_lib.libraries_for(undefined_symbols(obj)):
+    needed = undefined_symbols(obj)
+    for name in runtime_lib.libraries_for(needed):
         members[f"{LIB_PREFIX}{name}.o"] = runtime_lib.object_code(name)
+    refuse_python_targets(getattr(exe, "module", None))
+    members.update(pack_members(ffi_symbols(needed)))
     return PackedCode(target=host_target(), entry_symbol=exe.entry_name, members=members)
 
 
@@ -106,6 +112,10 @@ def _check_symbols(obj: bytes, where: str) -> None:
     import llvmlite.binding as llvm
 
     needed = undefined_symbols(obj)
+    if "xlc_host_call" in needed or "xlc_ffi_failed" in needed:  # the process's callbacks
+        from xlc.backend_cpu.host_call import ensure_registered
+
+        ensure_registered()
     unresolved = [s for s in needed
                   if s not in _LINKER_SYMBOLS and not llvm.address_of_symbol(s)]
     if unresolved:
@@ -181,6 +191,9 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
     obj = members[OBJECT_MEMBER]
     needed = undefined_symbols(obj)  # a malformed object fails here, before LLVM sees it
     _link_libraries(needed, members, where)
+    from xlc.backend_cpu.ffi_cpu import ffi_symbols, link_members
+
+    link_members(ffi_symbols(needed), members, where)
     linked = _LinkedCode(obj, manifest.entry_symbol, where)
     timings = {t.name: t.seconds for t in manifest.pass_timings}
     exe = CpuExecutable(module, assignment, manifest.entry_symbol, linked.address,

@@ -335,12 +335,26 @@ xlc's own `__xlc$gemm` (a dot on the packed GEMM with its workspace, `gemm_works
 
 
 def emit_custom_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
-    """Known custom-call targets; any other raises UnsupportedOpError naming the target."""
+    """Known custom-call targets: xlc's and XLA's own (in code), user targets registered with
+    `xlc.ffi` (C functions called directly, Python functions as host calls) and JAX's LAPACK
+    targets (host calls, `host_call.py`); any other raises UnsupportedOpError naming it."""
+    from xlc.backend_cpu.ffi_cpu import emit_ffi_call
+    from xlc.backend_cpu.host_call import emit_host_call
+    from xlc.hlo.ffi_registry import lookup
+    from xlc.hlo.host_calls import handler_for
+
     target = str(inst.attrs.get("custom_call_target", ""))
     fn = CUSTOM_CALL_TARGETS.get(target)
-    if fn is None:
-        raise UnsupportedOpError(
-            f"CPU backend cannot compile 'custom-call' target '{target}' ({inst.name}): "
-            "custom-call targets are not supported by the CPU backend")
-    fn(em, ctx, inst)
-
+    if fn is not None:
+        fn(em, ctx, inst)
+        return
+    user = lookup(target, "cpu")
+    if user is not None and user.kind in ("library", "object"):
+        emit_ffi_call(em, ctx, inst, user)
+        return
+    if handler_for(target) is not None:
+        emit_host_call(em, ctx, inst)
+        return
+    raise UnsupportedOpError(
+        f"CPU backend cannot compile 'custom-call' target '{target}' ({inst.name}): it is not "
+        "registered (xlc.ffi.register) and not one xlc knows")

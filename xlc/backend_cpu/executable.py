@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from xlc.backend_cpu.backend import CPU_ALIGNMENT
+from xlc.backend_cpu.host_call import raise_pending
 from xlc.backend_cpu.output_pool import MIN_BYTES, OUTPUT_POOL
 from xlc.errors import ArgumentError, ArtifactError
 from xlc.hlo.ir import HloModule
@@ -246,6 +247,7 @@ class CpuExecutable:
                     keep.append(arr)
                 table[slot] = data_address(arr)
             self._fn(self._table_address)
+        raise_pending()  # a host call (custom-call run in Python) that failed
         for i in self._slow_leaves:
             results[i] = self._output(self._leaves[i], blocks)
         return results  # type: ignore[return-value]

@@ -24,6 +24,20 @@ def new_mcjit_engine() -> llvm.ExecutionEngine:
                                       lu.new_target_machine(3, jit=True))
 
 
+def linked_engine(obj: bytes, what: str) -> llvm.ExecutionEngine:
+    """A new MCJIT engine holding object code `obj`, finalized (its symbols resolved against
+    the process's); ArtifactError naming `what` when it cannot be linked."""
+    from xlc.errors import ArtifactError
+
+    engine = new_mcjit_engine()
+    try:
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError as e:
+        raise ArtifactError(f"{what} cannot be linked: {e}") from None
+    return engine
+
+
 class JitEngine:
     """The process-wide MCJIT engine. Modules are added once and stay alive as long as the
     process; symbol names must therefore be unique across all modules added."""

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from xlc.backend_cpu.jit import jit_engine, new_mcjit_engine
+from xlc.backend_cpu.jit import jit_engine, linked_engine
 from xlc.codegen import llvm_utils as lu
 from xlc.errors import ArtifactError
 
@@ -212,13 +212,7 @@ def link_object(name: str, obj: bytes, where: str) -> None:
 
 def _link(lib: Library, obj: bytes, where: str) -> None:
     """Link `obj` into an engine of its own and register `lib`'s symbols from it."""
-    engine = new_mcjit_engine()
-    try:
-        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        engine.finalize_object()
-    except RuntimeError as e:
-        raise ArtifactError(f"{where}: the run-time library '{lib.name}' cannot be linked: "
-                            f"{e}") from None
+    engine = linked_engine(obj, f"{where}: the run-time library '{lib.name}'")
     addrs = {sym: engine.get_function_address(sym) for sym in lib.exports}
     missing = [sym for sym, addr in addrs.items() if not addr]
     if missing:

@@ -40,6 +40,9 @@ def pack(exe: Any) -> Any:
 
     if not isinstance(exe, GpuExecutable):
         raise ArtifactError(f"cannot serialize a {type(exe).__name__} as a GPU executable")
+    from xlc.hlo.host_calls import refuse_python_targets
+
+    refuse_python_targets(exe.module)
     desc = exe.to_dict(code=False)
     blob = bytearray()
     table: dict[str, list[int]] = {}

@@ -19,6 +19,7 @@ from xlc.backend_gpu.emit_control import (
     emit_while,
 )
 from xlc.backend_gpu.emit_conv import emit_convolution
+from xlc.backend_gpu.emit_custom_call import emit_custom_call
 from xlc.backend_gpu.emit_gemm import emit_dot
 from xlc.backend_gpu.emit_loop import emit_copy, emit_dus, emit_elementwise, emit_loop_fusion
 from xlc.backend_gpu.emit_misc import (
@@ -50,7 +51,6 @@ UNSUPPORTED: dict[Opcode, str] = {
                 "rng-bit-generator, which is supported)",
     Opcode.RNG_GET_AND_UPDATE_STATE: "the stateful 'rng' ops are not supported (XLA expands "
                                      "them; use rng-bit-generator)",
-    Opcode.CUSTOM_CALL: "custom-call targets are not supported by the GPU backend",
     Opcode.FFT: "FFT is not implemented by the GPU backend (XLA calls cuFFT; the interpreter "
                 "backend runs it)",
 }
@@ -116,6 +116,8 @@ _DEDICATED: dict[Opcode, EmitFn] = {
     Opcode.REPLICA_ID: emit_device_id,
     Opcode.PARTITION_ID: emit_device_id,
     Opcode.ALL_REDUCE: emit_all_reduce,
+    # targets with a host implementation (LAPACK, Python) run on the host between kernels
+    Opcode.CUSTOM_CALL: emit_custom_call,
 }
 
 

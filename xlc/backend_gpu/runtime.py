@@ -47,6 +47,7 @@ from xlc.backend_gpu.thunks import (
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
     DeviceToHostCopyThunk,
+    HostCallThunk,
     HostToDeviceCopyThunk,
     KernelThunk,
     Memset32Thunk,
@@ -218,7 +219,7 @@ class GpuRuntime:
     # ---- execution ----------------------------------------------------------------------
     def run(self, args: list[Any], graph: bool = False, to_host: bool = True) -> list[Any]:
         """Bind arguments, execute the schedule (or replay its graph), return the outputs."""
-        has_host_control = any(isinstance(t, (WhileThunk, ConditionalThunk))
+        has_host_control = any(isinstance(t, (WhileThunk, ConditionalThunk, HostCallThunk))
                                for t in self.exe.plan.thunks.walk())
         graph = graph and not has_host_control
         with self._lock:
@@ -331,6 +332,43 @@ def _conditional(rt: GpuRuntime, t: ConditionalThunk, stream: Any) -> None:
     rt.execute(t.branches[k])
 
 
+def _host_call(rt: GpuRuntime, t: HostCallThunk, stream: Any) -> None:
+    """Wait for the stream, copy the operands to the host, run the call, copy the results
+    back and wait (the host arrays must live until the copies are done)."""
+    from xlc.errors import CustomCallError
+    from xlc.hlo import host_calls
+
+    drv = rt.drv
+    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    _call, op_shapes, res_shapes, _handler = host_calls.decode(t.desc)
+    operands = []
+    for sl, shape in zip(t.operands, op_shapes):
+        raw = np.empty(sl.size, np.uint8)
+        if sl.size:
+            check(drv.cuMemcpyDtoHAsync(raw.ctypes.data, rt.address(sl), sl.size, stream),
+                  "cuMemcpyDtoHAsync")
+        operands.append((raw, shape))
+    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    arrays = [host_calls.logical_view(raw.view(shape.element_type.dtype),  # type: ignore[union-attr]
+                                      shape).copy()
+              for raw, shape in operands]
+    try:
+        values = host_calls.run(t.desc, arrays)
+    except Exception as e:  # noqa: BLE001 - reported as the custom-call's failure
+        target = _call.get("target", "?")
+        raise CustomCallError(f"custom-call target '{target}' failed on the host: "
+                              f"{type(e).__name__}: {e}") from e
+    keep = []
+    for sl, shape, value in zip(t.results, res_shapes, values):
+        host = host_calls.to_physical(value, shape)
+        keep.append(host)
+        if host.nbytes:
+            check(drv.cuMemcpyHtoDAsync(rt.address(sl), host.ctypes.data, host.nbytes,
+                                        stream), "cuMemcpyHtoDAsync")
+    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+    del keep
+
+
 def _unsupported(rt: GpuRuntime, t: Thunk, stream: Any) -> None:
     raise XlcError(f"thunk kind {t.kind!r} ({t.hlo}) is handled by the executable, not the "
                    f"schedule")
@@ -342,7 +380,8 @@ IssueFn = Callable[["GpuRuntime", Any, Any], None]
 _ISSUE: dict[type[Thunk], IssueFn] = {
     KernelThunk: _kernel, MemzeroThunk: _memzero, Memset32Thunk: _memset32,
     DeviceToDeviceCopyThunk: _d2d, SequentialThunk: _sequential, WhileThunk: _while,
-    ConditionalThunk: _conditional, HostToDeviceCopyThunk: _unsupported,
+    ConditionalThunk: _conditional, HostCallThunk: _host_call,
+    HostToDeviceCopyThunk: _unsupported,
     DeviceToHostCopyThunk: _unsupported,
 }
 """Thunk type -> how the executor issues it (host copies are the executable's business)."""

@@ -252,6 +252,29 @@ class ConditionalThunk(Thunk):
                 "branches": [b.to_dict() for b in self.branches]}
 
 
+@dataclass
+class HostCallThunk(Thunk):
+    """A custom-call run on the host (`emit_custom_call.py`): `desc` is its descriptor
+    (`xlc.hlo.host_calls.describe`), `operands` and `results` the slices of its operand and
+    result arrays, in order."""
+
+    desc: str
+    operands: list[Slice]
+    results: list[Slice]
+
+    kind = "host_call"
+
+    def reads(self) -> list[Slice]:
+        return list(self.operands)
+
+    def writes(self) -> list[Slice]:
+        return list(self.results)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"desc": self.desc, "operands": [s.to_json() for s in self.operands],
+                "results": [s.to_json() for s in self.results]}
+
+
 # ---- deserialisation ---------------------------------------------------------------------
 _Table = Sequence[BufferAllocation]
 
@@ -288,6 +311,9 @@ _DECODERS: dict[str, Callable[[dict[str, Any], str, _Table], Thunk]] = {
                                          predicate=_sl(d, "predicate", al),
                                          body=_seq(d["body"], al),
                                          trip_count=d.get("trip_count")),
+    "host_call": lambda d, h, al: HostCallThunk(
+        h, desc=str(d["desc"]), operands=[Slice.from_json(s, al) for s in d["operands"]],
+        results=[Slice.from_json(s, al) for s in d["results"]]),
     "conditional": lambda d, h, al: ConditionalThunk(
         h, index=_sl(d, "index", al), index_is_pred=bool(d["index_is_pred"]),
         branches=[_seq(b, al) for b in d["branches"]]),

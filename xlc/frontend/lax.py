@@ -569,7 +569,12 @@ _ELEMENTWISE_ALIASES = {
 
 
 def __getattr__(name: str) -> Any:
-    """`xlc.lax.exp`, `xlc.lax.add`, ...: the xlc.numpy elementwise functions."""
+    """`xlc.lax.exp`, `xlc.lax.add`, ...: the xlc.numpy elementwise functions;
+    `xlc.lax.linalg`: the linear-algebra primitives (`lax_linalg.py`)."""
+    if name == "linalg":
+        from xlc.frontend import lax_linalg
+
+        return lax_linalg
     if name in _ELEMENTWISE_ALIASES:
         from xlc.frontend import numpy_api
 

@@ -533,7 +533,9 @@ def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> Tracer:
     return _all(isclose(a, b, rtol, atol))
 
 
+from xlc.frontend import linalg  # noqa: E402,F401
 from xlc.frontend.indexing import take, take_along_axis  # noqa: E402,F401
+from xlc.frontend.numpy_complex import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_creation import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_creation import full, ones_like, zeros_like  # noqa: E402,F401
 from xlc.frontend.numpy_linalg import *  # noqa: E402,F401,F403

@@ -244,13 +244,15 @@ def infer(fn_name: str, *args: Any, **kw: Any) -> Shape:
 
 def emit(opcode: Opcode, shape: Shape, operands: Sequence[Tracer] = (),
          attrs: Mapping[str, Any] | None = None, called: Sequence[HloComputation] = (),
-         op_name: str | None = None, weak: bool = False, name: str = "") -> Tracer:
-    """Append an instruction to the innermost builder and return its Tracer."""
+         op_name: str | None = None, weak: bool = False, name: str = "",
+         extra: Sequence[tuple[str, str]] = ()) -> Tracer:
+    """Append an instruction to the innermost builder and return its Tracer (`extra`: raw
+    attributes such as a custom-call's backend_config, printed before the metadata)."""
     b = require_builder(f"xlc op '{op_name or opcode.text}'")
     ops = [b.lift(o) for o in operands]
     inst = b.comp.add(opcode, shape, [o.inst for o in ops], attrs, called,
                       name=name or opcode.text,
-                      extra=(("metadata", b.metadata(op_name or opcode.text)),))
+                      extra=(*extra, ("metadata", b.metadata(op_name or opcode.text))))
     return Tracer(inst, b, weak)
 
 

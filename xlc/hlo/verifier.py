@@ -33,6 +33,8 @@ import logging
 from xlc.errors import ShapeError, VerificationError
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.lapack import check as lapack_check
+from xlc.hlo.lapack import is_lapack_target
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex
 from xlc.hlo.shape_inference import infer_instruction_shape
@@ -201,6 +203,11 @@ def _verify_workspace_call(inst: HloInstruction) -> None:
     tuple whose last element is a u8[S] workspace, the rest exactly what the dot or sort they
     stand for (decoded from backend_config) gives."""
     target = inst.attrs.get("custom_call_target") if inst.opcode is Opcode.CUSTOM_CALL else None
+    if isinstance(target, str) and is_lapack_target(target):
+        why = lapack_check(inst)
+        if why is not None:
+            raise instruction_error(inst, why)
+        return
     if target not in (GEMM_TARGET, SORT_TARGET):
         return
     elements = inst.shape.tuple_shapes or ()

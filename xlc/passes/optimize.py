@@ -27,6 +27,7 @@ from typing import Any
 from xlc.hlo.ir import HloModule
 from xlc.options import CompileOptions, default_options
 from xlc.passes import simplification_passes
+from xlc.passes.batched_indexing import BatchedIndexing
 from xlc.passes.buffer_assignment import BufferAssignment, assign_buffers
 from xlc.passes.buffer_validator import validate_buffer_assignment
 from xlc.passes.copy_insertion import CopyInsertion
@@ -39,6 +40,7 @@ from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
 from xlc.passes.row_fusion import RowFusion
 from xlc.passes.scheduler import MemoryScheduler
+from xlc.passes.spmd import SpmdAnnotations
 from xlc.passes.transpose_folding import TransposeFolding
 from xlc.passes.widen_reductions import WidenNarrowReductions
 
@@ -55,6 +57,9 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
     The flags turn on fusions that need emitter support (see `InstructionFusion`): a backend
     enables each once its emitter honours the contract. `interpreter_passes` enables all."""
     passes: list[HloPass | FixedPoint] = []
+    # Sharding annotations are the identity on one device; gathers and scatters with batching
+    # dims become plain ones (extra iota index components), which every emitter handles.
+    passes += [SpmdAnnotations(), BatchedIndexing()]
     # Tuples and get-tuple-elements declaring another layout than the value they forward get a
     # relayout copy first: every later pass and emitter may then forward buffers unchanged.
     passes.append(ForwardingLayouts())
