@@ -213,7 +213,8 @@ def test_registration_errors() -> None:
     with pytest.raises(ArgumentError, match=r"a custom-call target name must be letters"):
         xlc.ffi.register("bad name", python=print)
     with pytest.raises(ArgumentError, match=r"give exactly one of shared_library, c_source, "
-                                            r"llvm_ir or python \(got c_source, python\)"):
+                                            r"llvm_ir, python or ptx \(got c_source, "
+                                            r"python\)"):
         xlc.ffi.register("t", c_source="int x;", python=print)
     with pytest.raises(ArgumentError, match=r"the C source does not compile"):
         xlc.ffi.register("t", c_source="int f( {")

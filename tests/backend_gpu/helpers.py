@@ -31,3 +31,19 @@ def compiled_case(name: str, streams: int = 1, sm: int = 80) -> GpuExecutable:
 def compile_text(text: str, **kw: object) -> GpuExecutable:
     """Compile HLO text for the GPU."""
     return compile_gpu(parse_module(text), gpu_options(**kw))
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA device and cuda-python are there (a real run is possible)."""
+    from xlc.backend_gpu.cuda import primary_context
+    from xlc.errors import XlcError
+
+    try:
+        primary_context()
+    except XlcError:
+        return False
+    return True
+
+
+requires_gpu = pytest.mark.skipif(not gpu_available(),
+                                  reason="no CUDA device available (GPU + cuda-python)")

@@ -87,6 +87,8 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
         blob = members[CONSTANTS_MEMBER]
         constants = {int(k): blob[off:off + n] for k, (off, n) in desc["constants"].items()}
         kernels = [str(k) for k in desc["kernels"]]
+        ffi_modules = {str(k): {"ptx": str(v["ptx"]), "symbol": str(v["symbol"])}
+                       for k, v in desc.get("ffi_modules", {}).items()}
         ptx_version = int(desc["ptx_version"])
         if int(desc["sm"]) != sm:
             raise ArtifactError(f"the code is for sm_{desc['sm']}, the manifest says sm_{sm}")
@@ -96,9 +98,10 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
         raise ArtifactError(f"{where}: the GPU executable description is malformed "
                             f"({type(e).__name__}: {e})") from None
     _check_consistency(where, ptx, kernels, thunks, allocations, constants, parameters,
-                       outputs, len(module.entry.parameters) if module.entry else 0)
+                       outputs, len(module.entry.parameters) if module.entry else 0,
+                       ffi_modules)
     result = GpuCompileResult(ptx, members.get(CUBIN_MEMBER), kernels, constants, "",
-                              ptx_version)
+                              ptx_version, ffi_modules)
     optimized = StoredOptimized(module, assignment, manifest.pass_timings)
     timings = {t.name: t.seconds for t in manifest.pass_timings}
     exe = GpuExecutable(optimized, plan, result, sm=sm, timings=timings,  # type: ignore[arg-type]
@@ -112,12 +115,18 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
 
 def _check_consistency(where: str, ptx: str, kernels: list[str], thunks: Any,
                        allocations: list[Any], constants: dict[int, bytes],
-                       parameters: list[Any], outputs: list[Any], n_params: int) -> None:
-    """ArtifactError unless the PTX defines every kernel, every thunk launches a known kernel
-    and touches existing allocations within bounds, and the tables agree with the module."""
+                       parameters: list[Any], outputs: list[Any], n_params: int,
+                       ffi_modules: dict[str, dict[str, str]] | None = None) -> None:
+    """ArtifactError unless the PTX defines every kernel (user PTX modules their entry),
+    every thunk launches a known kernel and touches existing allocations within bounds, and
+    the tables agree with the module."""
     from xlc.backend_gpu.thunks import KernelThunk
 
     entries = set(re.findall(r"\.entry\s+([\w$]+)", ptx))
+    for name, m in (ffi_modules or {}).items():
+        if m["symbol"] not in re.findall(r"\.entry\s+([\w$]+)", m["ptx"]):
+            raise ArtifactError(f"{where}: the PTX of {name} lacks kernel {m['symbol']}")
+    launchable = entries | set(ffi_modules or {})
     missing = sorted(set(kernels) - entries)
     if missing:
         raise ArtifactError(f"{where}: the PTX lacks kernel(s) {', '.join(missing[:5])}")
@@ -125,7 +134,7 @@ def _check_consistency(where: str, ptx: str, kernels: list[str], thunks: Any,
     if sorted(sizes) != list(range(len(allocations))):
         raise ArtifactError(f"{where}: the allocation table is not numbered 0..n-1")
     for t in thunks.walk():
-        if isinstance(t, KernelThunk) and t.kernel not in entries:
+        if isinstance(t, KernelThunk) and t.kernel not in launchable:
             raise ArtifactError(f"{where}: thunk {t.hlo} launches unknown kernel {t.kernel}")
         for sl in [*t.reads(), *t.writes()]:
             if sl.index not in sizes or sl.offset + sl.size > sizes[sl.index]:

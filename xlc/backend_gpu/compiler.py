@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.backend import GPU_ALIGNMENT
@@ -52,6 +52,7 @@ class GpuCompileResult:
     constants: dict[int, bytes]
     llvm_ir: str = ""
     ptx_version: int = nvptx.DEFAULT_PTX_VERSION
+    ffi_modules: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def run_gpu_passes(module: HloModule, options: CompileOptions
@@ -130,7 +131,8 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
                "ptxas_s": t4 - t3}
     log.debug("compiled %s for sm_%d: %s", mod.name, options.gpu_sm, timings)
     return GpuExecutable(opt, plan, GpuCompileResult(ptx, cubin, em.kernel_names,
-                                                     em.constants, llvm_ir, ptx_version),
+                                                     em.constants, llvm_ir, ptx_version,
+                                                     em.ffi_modules),
                          sm=options.gpu_sm, timings=timings, graphs=options.gpu_graphs)
 
 

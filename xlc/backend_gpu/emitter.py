@@ -77,6 +77,8 @@ class GpuEmitter:
         self.llmod = nvptx.new_kernel_module(f"{prefix}_{module.name}", sm)
         self.kernel_names: list[str] = []
         self.constants: dict[int, bytes] = {}
+        # user PTX kernels (xlc.ffi): launch name -> {"ptx": text, "symbol": entry}
+        self.ffi_modules: dict[str, dict[str, str]] = {}
 
     # ---- top level ----------------------------------------------------------------------
     def emit(self) -> SequentialThunk:

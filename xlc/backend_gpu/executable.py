@@ -107,6 +107,7 @@ class GpuExecutable:
         self.cubin = result.cubin
         self.ptx_version = result.ptx_version
         self.kernel_names = list(result.kernel_names)
+        self.ffi_modules = dict(result.ffi_modules)
         self.constants = dict(result.constants)
         self.sm = sm
         self.graphs = graphs
@@ -136,7 +137,7 @@ class GpuExecutable:
         constant bytes are left out (the artifact stores them as members of their own)."""
         d: dict[str, Any] = {
             "sm": self.sm, "ptx_version": self.ptx_version, "graphs": self.graphs,
-            "kernels": self.kernel_names,
+            "kernels": self.kernel_names, "ffi_modules": self.ffi_modules,
             "allocations": [a.to_json() for a in self.allocations],
             "parameters": [p.to_dict() for p in self.parameters],
             "outputs": [o.to_dict() for o in self.outputs],

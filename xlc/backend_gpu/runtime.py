@@ -88,7 +88,12 @@ class GpuRuntime:
         loaded = load_module(image, exe.kernel_names)
         self._image = loaded.image
         self.module = loaded.module
-        self.functions = loaded.functions
+        self.functions = dict(loaded.functions)
+        self._ffi_loaded = []  # user PTX kernels (xlc.ffi), a module each
+        for name, m in exe.ffi_modules.items():
+            extra = load_module(m["ptx"].encode() + b"\0", [m["symbol"]])
+            self._ffi_loaded.append(extra)
+            self.functions[name] = extra.functions[m["symbol"]]
         flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.streams = [check(drv.cuStreamCreate(flags), "cuStreamCreate")
                         for _ in range(max(1, exe.plan.num_streams))]

@@ -4,6 +4,8 @@
     xlc.ffi.register("my_op", c_source=SOURCE, symbol="my_op")
     xlc.ffi.register("my_op", llvm_ir=IR_TEXT, symbol="my_op")
     xlc.ffi.register("my_op", python=lambda x, y: x + y)
+    xlc.ffi.register("my_op", backend="gpu", ptx=PTX, symbol="my_kernel",
+                     launch=lambda operands, results: ((blocks, 1, 1), (256, 1, 1)))
 
     y = xlc.ffi.call("my_op", xlc.ShapeDtype((4,), "float32"), x, backend_config="...")
 
@@ -33,7 +35,7 @@ from xlc.hlo.ffi_registry import FfiTarget
 
 __all__ = ["register", "unregister", "call", "include_dir", "registered", "FfiTarget"]
 
-_BACKENDS = ("cpu",)
+_BACKENDS = ("cpu", "gpu")
 
 
 def include_dir() -> str:
@@ -43,25 +45,36 @@ def include_dir() -> str:
 
 def register(name: str, *, shared_library: str | os.PathLike[str] | None = None,
              c_source: str | None = None, llvm_ir: str | None = None,
-             python: Callable[..., Any] | None = None, symbol: str | None = None,
+             python: Callable[..., Any] | None = None, ptx: str | None = None,
+             launch: Callable[..., Any] | None = None, symbol: str | None = None,
              backend: str = "cpu", cflags: Sequence[str] = ()) -> FfiTarget:
     """Register custom-call target `name` for `backend` with exactly one implementation:
     a `shared_library` path, `c_source` text, `llvm_ir` text (each exporting C function
     `symbol`, default `name`), or a `python` function of numpy arrays (returning one array or
     a tuple, as many as the custom-call has results). Replaces an earlier registration of the
-    same name. ArgumentError for a bad name, a missing library or symbol, or source that does
+    same name. For `backend="gpu"`: `ptx` text with kernel `symbol` and a `launch` rule
+    (operand dims, result dims) -> (grid, block), or `python` (run on the host between
+    kernels). ArgumentError for a bad name, a missing library or symbol, or source that does
     not compile (with the compiler's message)."""
     ffi_registry.check_name(name)
     given = [k for k, v in (("shared_library", shared_library), ("c_source", c_source),
-                            ("llvm_ir", llvm_ir), ("python", python)) if v is not None]
+                            ("llvm_ir", llvm_ir), ("python", python), ("ptx", ptx))
+             if v is not None]
     if len(given) != 1:
         raise ArgumentError(f"xlc.ffi.register('{name}'): give exactly one of shared_library, "
-                            f"c_source, llvm_ir or python (got {', '.join(given) or 'none'})")
+                            f"c_source, llvm_ir, python or ptx (got "
+                            f"{', '.join(given) or 'none'})")
+    if (ptx is not None) != (backend == "gpu") and python is None:
+        raise ArgumentError(f"xlc.ffi.register('{name}'): the GPU backend takes ptx (or "
+                            f"python) targets, the CPU backend the others (got {given[0]} for "
+                            f"backend {backend!r})")
     if backend not in _BACKENDS:
         raise ArgumentError(f"xlc.ffi.register('{name}'): backend must be one of "
                             f"{', '.join(_BACKENDS)}, got {backend!r}")
     sym = symbol or name.replace(".", "_").replace("-", "_")
-    if python is not None:
+    if ptx is not None:
+        target = _ptx_target(name, ptx, sym, launch)
+    elif python is not None:
         if not callable(python):
             raise ArgumentError(f"xlc.ffi.register('{name}'): python must be callable")
         target = FfiTarget(name, backend, "python", python=python,
@@ -108,6 +121,33 @@ def call(name: str, result_shape_dtypes: Any, *args: Any, backend_config: str = 
 
 
 # ---- building object code -----------------------------------------------------------------
+def _ptx_target(name: str, ptx: str, symbol: str,
+                launch: Callable[..., Any] | None) -> FfiTarget:
+    """A GPU kernel target: PTX defining `.entry symbol`, checked by ptxas (for the PTX's
+    own `.target`) when ptxas is on the PATH, and a launch rule."""
+    import re
+
+    if not callable(launch):
+        raise ArgumentError(f"xlc.ffi.register('{name}'): a ptx target needs launch=rule, "
+                            "(operand dims, result dims) -> (grid, block)")
+    if not re.search(rf"\.entry\s+{re.escape(symbol)}\s*\(", ptx):
+        raise ArgumentError(f"xlc.ffi.register('{name}'): the PTX has no kernel "
+                            f"'.entry {symbol}'")
+    from xlc.backend_gpu import nvptx
+    from xlc.errors import LoweringError
+
+    if nvptx.ptxas_path() is not None:
+        m = re.search(r"\.target\s+sm_(\d+)", ptx)
+        try:
+            nvptx.ptxas(ptx, int(m.group(1)) if m else 80)
+        except LoweringError as e:
+            raise ArgumentError(f"xlc.ffi.register('{name}'): ptxas refuses the PTX: {e}") \
+                from None
+    return FfiTarget(name, "gpu", "ptx", symbol=symbol, obj=ptx.encode(), launch=launch,
+                     fingerprint=ffi_registry.fingerprint("ptx", symbol, ptx.encode()))
+
+
+
 def _check_library_symbol(name: str, path: Path, symbol: str) -> None:
     import ctypes
 

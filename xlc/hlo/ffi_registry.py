@@ -6,7 +6,9 @@ A target is implemented per backend by one of
   runs; a `.xlc` file records only that the target is needed);
 * `object`: a C function `symbol` of object code compiled from C source or LLVM IR when it was
   registered (`obj`; it travels inside `.xlc` files);
-* `python`: a Python function on numpy arrays, run as a host call (cannot be serialized).
+* `python`: a Python function on numpy arrays, run as a host call (cannot be serialized);
+* `ptx` (GPU): a kernel `symbol` of PTX text (`obj`), launched on the grid and block that
+  its `launch` rule gives for the custom-call's shapes when the program is compiled.
 
 Every registration has a `fingerprint` (what it is, not where it came from: the object code's
 or library file's hash), which goes into compile-cache keys.
@@ -22,7 +24,7 @@ from typing import Any
 
 from xlc.errors import ArgumentError
 
-KINDS = ("library", "object", "python")
+KINDS = ("library", "object", "python", "ptx")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SYMBOL_PREFIX = "xlc_ffi."
 """Generated code calls target T through the symbol `xlc_ffi.T`, bound where it runs."""
@@ -40,6 +42,7 @@ class FfiTarget:
     obj: bytes = b""
     source: str = ""  # "c" or "llvm" for object targets
     python: Callable[..., Any] | None = field(default=None, compare=False)
+    launch: Callable[..., Any] | None = field(default=None, compare=False)
     fingerprint: str = ""
 
     @property
