@@ -24,7 +24,7 @@ from xlc.errors import (
     VerificationError,
     XlcError,
 )
-from xlc.frontend import debug, lax, nn
+from xlc.frontend import debug, lax, nn, random, tree_util
 from xlc.frontend import numpy_api as numpy
 from xlc.frontend.arguments import ShapeDtype
 from xlc.frontend.callbacks import pure_callback
@@ -37,6 +37,18 @@ _sys.modules[__name__ + ".numpy"] = numpy
 _sys.modules[__name__ + ".lax"] = lax
 _sys.modules[__name__ + ".nn"] = nn
 _sys.modules[__name__ + ".debug"] = debug
+_sys.modules[__name__ + ".random"] = random
+_sys.modules[__name__ + ".tree_util"] = tree_util
+
+
+def block_until_ready(x: object) -> object:
+    """Wait until every array of pytree `x` is computed (device arrays of asynchronous
+    calls); returns `x`. Host arrays are ready already."""
+    for leaf in tree_util.tree_leaves(x):
+        wait = getattr(leaf, "block_until_ready", None)
+        if callable(wait):
+            wait()
+    return x
 
 
 
@@ -52,7 +64,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
-    "DeviceArray", "pure_callback", "debug",
+    "DeviceArray", "pure_callback", "debug", "random", "tree_util", "block_until_ready",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
     "CustomCallError",

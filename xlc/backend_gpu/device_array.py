@@ -139,6 +139,12 @@ class DeviceArray:
         _alive[addr] = (mt, shape, self)
         return _capsule_new(addr, b"dltensor", None)
 
+    def block_until_ready(self) -> DeviceArray:
+        """Wait until the array is computed; returns it. Calls synchronise their stream before
+        returning today, so this returns at once (it is here for code written for JAX and for
+        asynchronous dispatch to come)."""
+        return self
+
     def to_numpy(self) -> np.ndarray:
         """Copy to a new host array (synchronous)."""
         from xlc.backend_gpu.cuda import check, driver, primary_context

@@ -538,6 +538,7 @@ from xlc.frontend.indexing import take, take_along_axis  # noqa: E402,F401
 from xlc.frontend.numpy_complex import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_creation import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_creation import full, ones_like, zeros_like  # noqa: E402,F401
+from xlc.frontend.numpy_info import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_linalg import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_reductions import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_shape import *  # noqa: E402,F401,F403

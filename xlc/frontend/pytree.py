@@ -1,7 +1,9 @@
-"""Minimal pytrees: nested tuples, lists and dicts (sorted keys) with array leaves.
+"""Pytrees: nested tuples, lists, dicts (sorted keys), namedtuples and registered node types
+(`register_node`, JAX's `register_pytree_node`) with array leaves.
 
 `None` is an empty subtree (no leaves), as in JAX. A `TreeDef` is hashable and printable, so it
-can be part of a cache key and of error messages.
+can be part of a cache key and of error messages (a registered node's auxiliary data must be
+hashable, as in JAX).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class TreeDef:
     kind: str
     children: tuple[TreeDef, ...] = ()
     keys: tuple[Any, ...] = ()
+    node: Any = None  # the namedtuple class, or (registered class, aux data)
 
     @property
     def num_leaves(self) -> int:
@@ -35,10 +38,25 @@ class TreeDef:
             return f"({inner},)" if len(self.children) == 1 else f"({inner})"
         if self.kind == "list":
             return "[" + ", ".join(str(c) for c in self.children) + "]"
+        if self.kind == "namedtuple":
+            return f"{self.node.__name__}(" + ", ".join(
+                f"{k}={c}" for k, c in zip(self.keys, self.children)) + ")"
+        if self.kind == "custom":
+            return f"{self.node[0].__name__}[" + ", ".join(str(c) for c in self.children) + "]"
         return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.keys, self.children)) + "}"
 
 
 LEAF = TreeDef("leaf")
+
+_NODES: dict[type, tuple[Callable[[Any], tuple[Iterable[Any], Any]],
+                         Callable[[Any, Iterable[Any]], Any]]] = {}
+
+
+def register_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable[Any], Any]],
+                  unflatten_fn: Callable[[Any, Iterable[Any]], Any]) -> None:
+    """Make instances of `cls` pytree nodes: `flatten_fn(x) -> (children, aux)` and
+    `unflatten_fn(aux, children) -> x` (JAX's register_pytree_node)."""
+    _NODES[cls] = (flatten_fn, unflatten_fn)
 
 
 def _sorted_keys(d: dict) -> list:
@@ -58,7 +76,14 @@ def flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[li
             return LEAF
         if x is None:
             return TreeDef("none")
-        if isinstance(x, tuple) and not hasattr(x, "_fields"):
+        node = _NODES.get(type(x))
+        if node is not None:
+            children, aux = node[0](x)
+            return TreeDef("custom", tuple(go(c) for c in children), node=(type(x), aux))
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            return TreeDef("namedtuple", tuple(go(c) for c in x), tuple(x._fields),
+                           node=type(x))
+        if isinstance(x, tuple):
             return TreeDef("tuple", tuple(go(c) for c in x))
         if isinstance(x, list):
             return TreeDef("list", tuple(go(c) for c in x))
@@ -83,6 +108,11 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
         kids = [go(c) for c in td.children]
         if td.kind == "tuple":
             return tuple(kids)
+        if td.kind == "namedtuple":
+            return td.node(*kids)
+        if td.kind == "custom":
+            cls, aux = td.node
+            return _NODES[cls][1](aux, kids)
         if td.kind == "list":
             return kids
         return dict(zip(td.keys, kids))
@@ -103,6 +133,9 @@ def leaf_paths(treedef: TreeDef, prefix: str = "") -> list[str]:
     if treedef.kind == "dict":
         for k, c in zip(treedef.keys, treedef.children):
             out += leaf_paths(c, f"{prefix}[{k!r}]")
+    elif treedef.kind == "namedtuple":
+        for k, c in zip(treedef.keys, treedef.children):
+            out += leaf_paths(c, f"{prefix}.{k}")
     else:
         for i, c in enumerate(treedef.children):
             out += leaf_paths(c, f"{prefix}[{i}]")
