@@ -1,0 +1,412 @@
+"""Reverse-mode automatic differentiation on the traced HLO: `xlc.grad`, `value_and_grad`,
+`vjp` and `stop_gradient`.
+
+`vjp(fn, *primals)` traces `fn` into the current computation on fresh copies of the primals,
+then walks the instructions that trace created in reverse (they are in topological order),
+applying each opcode's transpose rule (`RULES`) to the cotangent of its result: the rules emit
+ordinary HLO through the tracer API, so the backward pass is part of the same program, is
+optimized and fused with it, and can itself be differentiated (grad of grad). Values the
+function closed over are constants, as in JAX. An instruction without a rule (control flow,
+convolution, gather, ...) is an UnsupportedOpError naming it and the function.
+
+Outside a trace, `grad(fn)(x)` runs through `xlc.jit`.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xlc.errors import UnsupportedOpError
+from xlc.frontend import lax as _lax
+from xlc.frontend import pytree
+from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_error
+from xlc.hlo.ir import HloInstruction
+from xlc.hlo.opcodes import Opcode
+
+__all__ = ["grad", "value_and_grad", "vjp", "stop_gradient"]
+
+_STOPPED: set[int] = set()  # uids of stop_gradient copies
+
+
+def _np() -> Any:
+    from xlc.frontend import numpy_api
+
+    return numpy_api
+
+
+def stop_gradient(x: Any) -> Any:
+    """`x`, through which no derivative flows (a pytree of arrays)."""
+    def one(leaf: Any) -> Any:
+        t = as_tracer(leaf)
+        c = emit(Opcode.COPY, t.aval, [t], op_name="stop_gradient")
+        _STOPPED.add(c.inst.uid)
+        return c
+    if current_builder() is None:
+        return x
+    return pytree.tree_map(one, x)
+
+
+# ---- transpose rules -----------------------------------------------------------------------
+Rule = Callable[[HloInstruction, Tracer, list[Tracer], Tracer], Sequence[Any]]
+"""rule(inst, result tracer, operand tracers, result cotangent) -> operand cotangents (None:
+no derivative)."""
+
+
+def _add(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    return ct, ct
+
+
+def _sub(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    return ct, _np().negative(ct)
+
+
+def _mul(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    xnp = _np()
+    return xnp.multiply(ct, ops[1]), xnp.multiply(ct, ops[0])
+
+
+def _div(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    xnp = _np()
+    a, b = ops
+    return (xnp.divide(ct, b),
+            xnp.negative(xnp.divide(xnp.multiply(ct, out), b)))
+
+
+def _unary(fn: Callable[[Any, Tracer, Tracer, Tracer], Any]) -> Rule:
+    def rule(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+        return (fn(_np(), ops[0], out, ct),)
+    return rule
+
+
+def _pow(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    xnp = _np()
+    a, b = ops
+    one = xnp.asarray(1, a.dtype)
+    da = xnp.multiply(ct, xnp.multiply(b, xnp.power(a, xnp.subtract(b, one))))
+    safe = xnp.where(xnp.equal(a, 0), xnp.ones_like(a), a)
+    db = xnp.multiply(ct, xnp.where(xnp.equal(a, 0), xnp.zeros_like(a),
+                                    xnp.multiply(out, xnp.log(safe))))
+    return da, db
+
+
+def _minmax(pick_a: Callable[[Any, Tracer, Tracer], Tracer]) -> Rule:
+    def rule(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+        xnp = _np()
+        a, b = ops
+        half = xnp.asarray(0.5, ct.dtype)
+        wa = xnp.add(xnp.astype(pick_a(xnp, a, b), ct.dtype),
+                     xnp.multiply(half, xnp.astype(xnp.equal(a, b), ct.dtype)))
+        return xnp.multiply(ct, wa), xnp.multiply(ct, xnp.subtract(xnp.ones_like(wa), wa))
+    return rule
+
+
+def _select(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+            ) -> Sequence[Any]:
+    xnp = _np()
+    z = xnp.zeros_like(ct)
+    return None, xnp.where(ops[0], ct, z), xnp.where(ops[0], z, ct)
+
+
+def _convert(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+    if not ops[0].ptype.is_float and not ops[0].ptype.is_complex:
+        return (None,)
+    return (_np().astype(ct, ops[0].dtype),)
+
+
+def _broadcast(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+               ) -> Sequence[Any]:
+    kept = tuple(int(d) for d in inst.attrs.get("dimensions", ()))
+    summed = tuple(d for d in range(ct.ndim) if d not in kept)
+    s = _np().sum(ct, axis=summed) if summed else ct
+    return (_lax.reshape(s, ops[0].shape),)
+
+
+def _reshape(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+    return (_lax.reshape(ct, ops[0].shape),)
+
+
+def _transpose(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+               ) -> Sequence[Any]:
+    perm = [int(d) for d in inst.attrs["dimensions"]]
+    return (_lax.transpose(ct, list(np.argsort(perm))),)
+
+
+def _reduce(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+            ) -> Sequence[Any]:
+    if len(ops) != 2:
+        raise UnsupportedOpError(f"xlc.grad: no derivative rule for variadic reduce "
+                                 f"({inst.name})")
+    root = inst.called[0].root
+    assert root is not None
+    dims = tuple(int(d) for d in inst.attrs["dimensions"])
+    x = ops[0]
+    kept = tuple(d for d in range(x.ndim) if d not in dims)
+    back = _lax.broadcast_in_dim(ct, x.shape, kept)
+    xnp = _np()
+    if root.opcode is Opcode.ADD:
+        return back, None
+    if root.opcode in (Opcode.MAXIMUM, Opcode.MINIMUM):
+        hit = xnp.astype(xnp.equal(x, _lax.broadcast_in_dim(out, x.shape, kept)), ct.dtype)
+        count = _lax.broadcast_in_dim(xnp.sum(hit, axis=dims), x.shape, kept)
+        return xnp.divide(xnp.multiply(back, hit), count), None
+    if root.opcode is Opcode.MULTIPLY:
+        total = _lax.broadcast_in_dim(out, x.shape, kept)
+        return xnp.divide(xnp.multiply(back, total), x), None
+    raise UnsupportedOpError(f"xlc.grad: no derivative rule for a reduce with "
+                             f"'{root.opcode.text}' ({inst.name})")
+
+
+def _dot(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    """dot_general as an einsum: each operand's cotangent is the einsum of the result's
+    cotangent with the other operand."""
+    from xlc.frontend.numpy_linalg import einsum
+
+    a, b = ops
+    lb = [int(d) for d in inst.attrs.get("lhs_batch_dims", ())]
+    rb = [int(d) for d in inst.attrs.get("rhs_batch_dims", ())]
+    lc = [int(d) for d in inst.attrs.get("lhs_contracting_dims", ())]
+    rc = [int(d) for d in inst.attrs.get("rhs_contracting_dims", ())]
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    ls = [""] * a.ndim
+    rs = [""] * b.ndim
+    for i, j in zip(lb, rb):
+        ls[i] = rs[j] = next(letters)
+    for i, j in zip(lc, rc):
+        ls[i] = rs[j] = next(letters)
+    for i in range(a.ndim):
+        ls[i] = ls[i] or next(letters)
+    for j in range(b.ndim):
+        rs[j] = rs[j] or next(letters)
+    out_s = [ls[i] for i in lb] + [ls[i] for i in range(a.ndim) if i not in lb + lc] + \
+        [rs[j] for j in range(b.ndim) if j not in rb + rc]
+    L, R, O = "".join(ls), "".join(rs), "".join(out_s)
+    xnp = _np()
+    da = xnp.astype(einsum(f"{O},{R}->{L}", ct, b), a.dtype)
+    db = xnp.astype(einsum(f"{L},{O}->{R}", a, ct), b.dtype)
+    return da, db
+
+
+def _slice(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    x = ops[0]
+    cfg = []
+    for d, sd in enumerate(inst.attrs["slice"]):
+        start, stride = int(sd.start), int(sd.stride)
+        n = ct.shape[d]
+        last = start + (n - 1) * stride if n else start - 1
+        cfg.append((start, x.shape[d] - last - 1, stride - 1 if n > 1 else 0))
+    return (_lax.pad(ct, 0, cfg),)
+
+
+def _concat(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+            ) -> Sequence[Any]:
+    d = int(inst.attrs["dimensions"][0])
+    outs, at = [], 0
+    for o in ops:
+        start = [0] * ct.ndim
+        limit = list(ct.shape)
+        start[d], limit[d] = at, at + o.shape[d]
+        outs.append(_lax.slice(ct, start, limit))
+        at += o.shape[d]
+    return outs
+
+
+def _pad(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    cfg = inst.attrs["padding"].dims
+    start, limit, strides = [], [], []
+    for d, (lo, hi, interior) in enumerate(cfg):
+        if lo < 0 or hi < 0:
+            raise UnsupportedOpError(f"xlc.grad: no derivative rule for a pad with negative "
+                                     f"edges ({inst.name})")
+        start.append(lo)
+        limit.append(ct.shape[d] - hi)
+        strides.append(interior + 1)
+    return _lax.slice(ct, start, limit, strides), None
+
+
+def _none(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    return [None] * len(ops)
+
+
+RULES: dict[Opcode, Rule] = {
+    Opcode.ADD: _add, Opcode.SUBTRACT: _sub, Opcode.MULTIPLY: _mul, Opcode.DIVIDE: _div,
+    Opcode.NEGATE: _unary(lambda xnp, a, out, ct: xnp.negative(ct)),
+    Opcode.EXP: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, out)),
+    Opcode.EXPM1: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, xnp.add(out, 1))),
+    Opcode.LOG: _unary(lambda xnp, a, out, ct: xnp.divide(ct, a)),
+    Opcode.LOG1P: _unary(lambda xnp, a, out, ct: xnp.divide(ct, xnp.add(a, 1))),
+    Opcode.TANH: _unary(lambda xnp, a, out, ct: xnp.multiply(
+        ct, xnp.subtract(1, xnp.multiply(out, out)))),
+    Opcode.LOGISTIC: _unary(lambda xnp, a, out, ct: xnp.multiply(
+        ct, xnp.multiply(out, xnp.subtract(1, out)))),
+    Opcode.SQRT: _unary(lambda xnp, a, out, ct: xnp.divide(xnp.multiply(ct, 0.5), out)),
+    Opcode.RSQRT: _unary(lambda xnp, a, out, ct: xnp.multiply(
+        ct, xnp.multiply(-0.5, xnp.divide(out, a)))),
+    Opcode.SIN: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, xnp.cos(a))),
+    Opcode.COS: _unary(lambda xnp, a, out, ct: xnp.negative(xnp.multiply(ct, xnp.sin(a)))),
+    Opcode.ABS: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, xnp.sign(a))),
+    Opcode.POWER: _pow,
+    Opcode.MAXIMUM: _minmax(lambda xnp, a, b: xnp.greater(a, b)),
+    Opcode.MINIMUM: _minmax(lambda xnp, a, b: xnp.less(a, b)),
+    Opcode.SELECT: _select, Opcode.CONVERT: _convert, Opcode.BROADCAST: _broadcast,
+    Opcode.RESHAPE: _reshape, Opcode.TRANSPOSE: _transpose, Opcode.REDUCE: _reduce,
+    Opcode.DOT: _dot, Opcode.SLICE: _slice, Opcode.CONCATENATE: _concat, Opcode.PAD: _pad,
+    Opcode.COPY: _unary(lambda xnp, a, out, ct: ct),
+    # no derivative: constants, iotas, comparisons, integer and bit operations, rounding
+    **{op: _none for op in (Opcode.CONSTANT, Opcode.IOTA, Opcode.COMPARE, Opcode.SIGN,
+                            Opcode.FLOOR, Opcode.CEIL, Opcode.ROUND_AFZ,
+                            Opcode.ROUND_EVEN, Opcode.AND, Opcode.OR, Opcode.XOR,
+                            Opcode.NOT, Opcode.IS_FINITE, Opcode.RNG_BIT_GENERATOR,
+                            Opcode.SHIFT_LEFT, Opcode.SHIFT_RIGHT_LOGICAL,
+                            Opcode.SHIFT_RIGHT_ARITHMETIC, Opcode.BITCAST_CONVERT)
+       },
+}
+"""Opcode -> transpose rule (see `Rule`); every differentiable opcode of the traced HLO."""
+
+
+# ---- the transformation ---------------------------------------------------------------------
+def _backward(out: Tracer, inputs: list[Tracer], first: int, ct: Tracer,
+              where: str) -> list[Tracer | None]:
+    """Cotangents of `inputs` given `ct` for `out`, over the instructions of the current
+    computation from index `first` on."""
+    comp = out.builder.comp
+    forward = comp.instructions[first:]
+    tracer_of = {id(i.inst): i for i in inputs}
+    cts: dict[int, Tracer] = {id(out.inst): ct}
+    xnp = _np()
+    for inst in reversed(forward):
+        c = cts.pop(id(inst), None)
+        if c is None or inst.uid in _STOPPED or id(inst) in tracer_of:
+            if c is not None:
+                cts[id(inst)] = c
+            continue
+        if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
+            src = inst.operands[0]
+            if src.opcode is not Opcode.TUPLE:  # an element of a multi-result op
+                raise UnsupportedOpError(f"{where}: no derivative rule for "
+                                         f"'{src.opcode.text}' ({src.name}) yet")
+            elem = src.operands[int(inst.attrs["index"])]
+            key = id(elem)
+            cts[key] = xnp.add(cts[key], c) if key in cts else c
+            continue
+        rule = RULES.get(inst.opcode)
+        if rule is None:
+            raise UnsupportedOpError(f"{where}: no derivative rule for '{inst.opcode.text}' "
+                                     f"({inst.name}) yet")
+        ops = [Tracer(o, out.builder) for o in inst.operands]
+        for o, oc in zip(ops, rule(inst, Tracer(inst, out.builder), ops, c)):
+            if oc is None or not (o.ptype.is_float or o.ptype.is_complex):
+                continue
+            oc = as_tracer(oc)
+            if oc.ptype is not o.ptype:
+                oc = xnp.astype(oc, o.dtype)
+            key = id(o.inst)
+            cts[key] = xnp.add(cts[key], oc) if key in cts else oc
+    return [cts.get(id(i.inst)) for i in inputs]
+
+
+def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
+    """(fn(*primals), vjp_fn) with vjp_fn(cotangent) -> one cotangent per primal (as pytrees);
+    with `has_aux`, fn returns (out, aux) and vjp returns (out, vjp_fn, aux). Inside a
+    trace."""
+    b = current_builder()
+    if b is None:
+        raise trace_error("xlc.vjp needs an active trace (call it inside an xlc.jit function, "
+                          "or use xlc.grad, which jits itself)")
+    leaves, tree = pytree.flatten(list(primals))
+    xs = []
+    for leaf in leaves:
+        t = as_tracer(leaf)
+        xs.append(emit(Opcode.COPY, t.aval, [t], op_name="vjp_input"))
+    first = len(b.comp.instructions)
+    result = fn(*pytree.unflatten(tree, xs))
+    out, aux = (result if has_aux else (result, None))
+    out_leaves, out_tree = pytree.flatten(out)
+    outs = [as_tracer(o) for o in out_leaves]
+
+    def vjp_fn(cotangent: Any) -> Any:
+        xnp = _np()
+        ct_leaves, ct_tree = pytree.flatten(cotangent)
+        if ct_tree != out_tree:
+            raise trace_error(f"xlc.vjp: the cotangent has structure {ct_tree}, the output "
+                              f"{out_tree}")
+        totals: list[Any] = [None] * len(xs)
+        for o, c in zip(outs, ct_leaves):
+            got = _backward(o, xs, first, as_tracer(c, o.ptype), f"xlc.grad of "
+                            f"{getattr(fn, '__name__', 'function')}")
+            for k, g in enumerate(got):
+                if g is not None:
+                    totals[k] = g if totals[k] is None else xnp.add(totals[k], g)
+        grads = [t if t is not None else xnp.zeros(x.shape, x.dtype)
+                 for t, x in zip(totals, xs)]
+        return tuple(pytree.unflatten(tree, grads))
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Callable[..., Any]:
+    """A function returning (fn(*args), gradient of fn with respect to args[argnums]) (with
+    `has_aux`: ((value, aux), gradient)); fn must return a real scalar."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    name = getattr(fn, "__name__", "function")
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        if current_builder() is None:
+            import xlc
+
+            return xlc.jit(wrapped)(*args)
+        for n in nums:
+            if not 0 <= n < len(args):
+                raise trace_error(f"xlc.grad of {name}: argnums {n} is out of range for "
+                                  f"{len(args)} arguments")
+            for leaf in pytree.flatten(args[n])[0]:
+                t = as_tracer(leaf)
+                if not t.ptype.is_float:
+                    raise trace_error(f"xlc.grad of {name}: differentiating with respect to "
+                                      f"argument {n} needs float inputs, got {t.aval_text}")
+
+        def partial(*diff: Any) -> Any:
+            full = list(args)
+            for n, v in zip(nums, diff):
+                full[n] = v
+            return fn(*full)
+
+        partial.__name__ = name
+
+        res = vjp(partial, *[args[n] for n in nums], has_aux=has_aux)
+        out, pull = res[0], res[1]
+        value = as_tracer(out) if not isinstance(out, (tuple, list, dict)) else None
+        if value is None or value.shape != () or not value.ptype.is_float:
+            raise trace_error(f"xlc.grad of {name}: the function must return a real scalar, "
+                              f"got {getattr(value, 'aval_text', type(out).__name__)}")
+        grads = pull(_np().ones((), value.dtype))
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        return ((out, res[2]), g) if has_aux else (out, g)
+
+    return wrapped
+
+
+def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
+         has_aux: bool = False) -> Callable[..., Any]:
+    """The gradient of real-scalar `fn` with respect to args[argnums] (a pytree like them);
+    with `has_aux`, (gradient, aux)."""
+    vg = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        if current_builder() is None:
+            import xlc
+
+            return xlc.jit(wrapped)(*args)
+        (value, g) = vg(*args)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
