@@ -45,6 +45,8 @@ FUNCS: dict[str, tuple[Callable[[Any, Any], Any], tuple[int, ...]]] = {
     "max_min_where": (lambda m: lambda x: m.sum(m.maximum(x, 1.0) * m.minimum(x, 1.2)
                                                 + m.where(x > 1.0, x * x, -x)) + m.max(x),
                       (4, 3)),
+    "indexing": (lambda m: lambda x: m.sum(m.take(x, np.array([2, 0, 2, 3]), axis=0) ** 2)
+                 + m.sum(x[np.array([1, 1]), np.array([0, 2])] * x[0, :2]), (4, 3)),
     "mean_var": (lambda m: lambda x: m.mean(x) * m.var(x, axis=0).sum() + m.prod(x[0]),
                  (3, 4)),
 }
@@ -69,6 +71,29 @@ def test_gradients_match_jax(name: str) -> None:
         want = np.asarray(jax.grad(make(jnp))(x))
     np.testing.assert_allclose(np.asarray(xlc.grad(make(xnp))(x)), want, rtol=1e-10,
                                atol=1e-12)
+
+
+def test_dynamic_slices() -> None:
+    import xlc.lax
+
+    def f(x: Any, i: Any) -> Any:
+        s = xlc.lax.dynamic_slice(x, [i, 1], [2, 2])
+        y = xlc.lax.dynamic_update_slice(x, s * s, [1, i])
+        return xnp.sum(y * y)
+
+    x = RNG.uniform(0.5, 1.5, (4, 5))
+    for i in (0, 2, 9):  # 9: clamped like the slice
+        got = np.asarray(xlc.grad(f)(x, np.int32(i)))
+
+        def ref(v: np.ndarray, i: int = i) -> float:
+            r = min(max(i, 0), 2)
+            s = v[r:r + 2, 1:3]
+            y = v.copy()
+            c = min(max(i, 0), 3)
+            y[1:3, c:c + 2] = s * s
+            return float(np.sum(y * y))
+
+        np.testing.assert_allclose(got, _fd(ref, x), rtol=1e-6, atol=1e-7)
 
 
 def test_second_order() -> None:

@@ -230,6 +230,51 @@ def _pad(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Se
     return _lax.slice(ct, start, limit, strides), None
 
 
+def _dynamic_slice(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+                   ) -> Sequence[Any]:
+    x, starts = ops[0], ops[1:]
+    zeros = _np().zeros(x.shape, ct.dtype)
+    back = _lax.dynamic_update_slice(zeros, ct, starts, allow_negative_indices=False)
+    return [back] + [None] * len(starts)
+
+
+def _dynamic_update_slice(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+                          ) -> Sequence[Any]:
+    u, starts = ops[1], ops[2:]
+    xnp = _np()
+    ct_x = _lax.dynamic_update_slice(ct, xnp.zeros(u.shape, ct.dtype), starts,
+                                     allow_negative_indices=False)
+    ct_u = _lax.dynamic_slice(ct, starts, u.shape, allow_negative_indices=False)
+    return [ct_x, ct_u] + [None] * len(starts)
+
+
+def _gather(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    """A scatter-add of the cotangent at the (clamped, as the gather clamps) starts."""
+    x, idx = ops
+    a = inst.attrs
+    if a.get("operand_batching_dims"):
+        raise UnsupportedOpError(f"xlc.grad: no derivative rule for a gather with batching "
+                                 f"dims ({inst.name}) yet")
+    xnp = _np()
+    smap = [int(d) for d in a["start_index_map"]]
+    sizes = [int(d) for d in a["slice_sizes"]]
+    ivd = int(a["index_vector_dim"])
+    upper = np.array([x.shape[d] - sizes[d] for d in smap], dtype=idx.dtype)
+    if ivd < idx.ndim:
+        shape = [1] * idx.ndim
+        shape[ivd] = len(smap)
+        upper = upper.reshape(shape)
+    else:
+        upper = upper.reshape(())
+    clamped = xnp.clip(idx, xnp.asarray(0, idx.dtype), xnp.asarray(upper, idx.dtype))
+    back = _lax.scatter(xnp.zeros(x.shape, ct.dtype), clamped, ct,
+                        update_window_dims=[int(d) for d in a["offset_dims"]],
+                        inserted_window_dims=[int(d) for d in a["collapsed_slice_dims"]],
+                        scatter_dims_to_operand_dims=smap, index_vector_dim=ivd,
+                        combiner=Opcode.ADD)
+    return back, None
+
+
 def _none(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
     return [None] * len(ops)
 
@@ -257,6 +302,8 @@ RULES: dict[Opcode, Rule] = {
     Opcode.SELECT: _select, Opcode.CONVERT: _convert, Opcode.BROADCAST: _broadcast,
     Opcode.RESHAPE: _reshape, Opcode.TRANSPOSE: _transpose, Opcode.REDUCE: _reduce,
     Opcode.DOT: _dot, Opcode.SLICE: _slice, Opcode.CONCATENATE: _concat, Opcode.PAD: _pad,
+    Opcode.DYNAMIC_SLICE: _dynamic_slice, Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Opcode.GATHER: _gather,
     Opcode.COPY: _unary(lambda xnp, a, out, ct: ct),
     # no derivative: constants, iotas, comparisons, integer and bit operations, rounding
     **{op: _none for op in (Opcode.CONSTANT, Opcode.IOTA, Opcode.COMPARE, Opcode.SIGN,
