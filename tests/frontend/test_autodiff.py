@@ -47,6 +47,8 @@ FUNCS: dict[str, tuple[Callable[[Any, Any], Any], tuple[int, ...]]] = {
                       (4, 3)),
     "indexing": (lambda m: lambda x: m.sum(m.take(x, np.array([2, 0, 2, 3]), axis=0) ** 2)
                  + m.sum(x[np.array([1, 1]), np.array([0, 2])] * x[0, :2]), (4, 3)),
+    "cumsum_pool": (lambda m: lambda x: m.sum(m.cumsum(x, axis=1) ** 2) + m.sum(
+        m.cumsum(x[::-1], axis=0) * x), (4, 5)),
     "mean_var": (lambda m: lambda x: m.mean(x) * m.var(x, axis=0).sum() + m.prod(x[0]),
                  (3, 4)),
 }
@@ -94,6 +96,27 @@ def test_dynamic_slices() -> None:
             return float(np.sum(y * y))
 
         np.testing.assert_allclose(got, _fd(ref, x), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("window,strides,padding", [((2, 2), (2, 2), "VALID"),
+                                                    ((3, 2), (1, 2), "SAME"),
+                                                    ((2, 3), (2, 1), [(1, 0), (2, 1)])])
+def test_average_pooling(window: tuple, strides: tuple, padding: Any) -> None:
+    """reduce-window sums with strides and padding (average pooling) against finite
+    differences of the same window sum in numpy via the evaluator."""
+    from xlc.hlo.evaluator import evaluate
+    from xlc.hlo.parser import parse_module
+
+    def pool(x: Any) -> Any:
+        return xlc.lax.reduce_window(x, 0.0, xlc.lax.Opcode.ADD, window, strides, padding)
+
+    x = RNG.uniform(0.5, 1.5, (5, 6))
+    weights = RNG.uniform(0.5, 1.5, np.asarray(xlc.jit(pool)(x)).shape)
+    text = xlc.jit(lambda v: xnp.sum(pool(v) ** 2 * weights)).lower(x).as_text()
+    module = parse_module(text)
+    got = np.asarray(xlc.grad(lambda v: xnp.sum(pool(v) ** 2 * weights))(x))
+    want = _fd(lambda v: float(np.asarray(evaluate(module, [v]))), x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 def test_second_order() -> None:

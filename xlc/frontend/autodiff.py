@@ -82,6 +82,13 @@ def _unary(fn: Callable[[Any, Tracer, Tracer, Tracer], Any]) -> Rule:
     return rule
 
 
+def _unary_attrs(fn: Callable[[HloInstruction, Tracer], Any]) -> Rule:
+    def rule(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+        return (fn(inst, ct),)
+    return rule
+
+
 def _pow(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
     xnp = _np()
     a, b = ops
@@ -275,6 +282,31 @@ def _gather(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) ->
     return back, None
 
 
+def _reduce_window(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+                   ) -> Sequence[Any]:
+    """A sliding-window sum (cumsum, average pooling) transposed: the cotangent, dilated by
+    the strides and padded so each input element sees every window that covered it, summed
+    over the window again with stride 1."""
+    root = inst.called[0].root
+    dims = inst.attrs["window"].dims
+    if len(ops) != 2 or root is None or root.opcode is not Opcode.ADD or any(
+            d.window_dilation != 1 or d.base_dilation != 1 for d in dims):
+        what = "reduce-window" if root is None else f"reduce-window of '{root.opcode.text}'"
+        raise UnsupportedOpError(f"xlc.grad: no derivative rule for a {what} (other than an "
+                                 f"undilated sum) ({inst.name}) yet")
+    x = ops[0]
+    cfg = []
+    for d, wd in enumerate(dims):
+        before = wd.size - wd.pad_low - 1
+        after = x.shape[d] + wd.size - 1 - ((ct.shape[d] - 1) * wd.stride + 1) - before
+        cfg.append((before, after, wd.stride - 1))
+    padded = _lax.pad(ct, 0, cfg)
+    back = _lax.reduce_window(padded, _np().asarray(0, ct.dtype), Opcode.ADD,
+                              [wd.size for wd in dims], [1] * x.ndim,
+                              padding=[(0, 0)] * x.ndim)
+    return back, None
+
+
 def _none(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
     return [None] * len(ops)
 
@@ -303,7 +335,9 @@ RULES: dict[Opcode, Rule] = {
     Opcode.RESHAPE: _reshape, Opcode.TRANSPOSE: _transpose, Opcode.REDUCE: _reduce,
     Opcode.DOT: _dot, Opcode.SLICE: _slice, Opcode.CONCATENATE: _concat, Opcode.PAD: _pad,
     Opcode.DYNAMIC_SLICE: _dynamic_slice, Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
-    Opcode.GATHER: _gather,
+    Opcode.GATHER: _gather, Opcode.REDUCE_WINDOW: _reduce_window,
+    Opcode.REVERSE: _unary_attrs(lambda inst, ct: _lax.rev(
+        ct, [int(d) for d in inst.attrs["dimensions"]])),
     Opcode.COPY: _unary(lambda xnp, a, out, ct: ct),
     # no derivative: constants, iotas, comparisons, integer and bit operations, rounding
     **{op: _none for op in (Opcode.CONSTANT, Opcode.IOTA, Opcode.COMPARE, Opcode.SIGN,
