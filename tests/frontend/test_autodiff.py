@@ -119,6 +119,35 @@ def test_average_pooling(window: tuple, strides: tuple, padding: Any) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["elementwise", "matmul", "softmax_xent", "shapes"])
+def test_jvp_matches_directional_finite_differences(name: str) -> None:
+    make, shape = FUNCS[name]
+    x = RNG.uniform(0.5, 1.5, shape)
+    t = RNG.standard_normal(shape)
+    out, tangent = xlc.jvp(make(xnp), (x,), (t,))
+    eps = 1e-6
+    want = (float(make(np)(x + eps * t)) - float(make(np)(x - eps * t))) / (2 * eps)
+    np.testing.assert_allclose(float(out), float(make(np)(x)), rtol=1e-12)
+    np.testing.assert_allclose(float(tangent), want, rtol=1e-6)
+
+
+def test_jvp_of_a_vector_function_matches_jax() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+
+    def f(m: Any) -> Callable:
+        return lambda a, b: (m.tanh(a @ b), m.sum(a * a, axis=1))
+
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))
+    ta, tb = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))
+    out, tangent = xlc.jvp(f(xnp), (a, b), (ta, tb))
+    with jax.enable_x64(True):
+        want_out, want_t = jax.jvp(f(jnp), (a, b), (ta, tb))
+    for g, w in zip(tangent, want_t):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out[0]), np.asarray(want_out[0]), rtol=1e-12)
+
+
 def test_second_order() -> None:
     f = lambda x: xnp.sin(x) * x ** 3  # noqa: E731
     d2 = xlc.jit(xlc.grad(xlc.grad(f)))

@@ -26,7 +26,7 @@ from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 
-__all__ = ["grad", "value_and_grad", "vjp", "stop_gradient"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient"]
 
 _STOPPED: set[int] = set()  # uids of stop_gradient copies
 
@@ -491,3 +491,46 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         return (g, value[1]) if has_aux else g
 
     return wrapped
+
+
+def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """(fn(*primals), the directional derivative of fn at primals along tangents), both
+    pytrees like fn's output. Forward mode as the transpose of reverse mode: the cotangent
+    map of `vjp` is linear, so differentiating <vjp(ct), tangents> with respect to ct (at
+    ct = 0) gives J @ tangents. Inside a trace, or jitted when called outside one."""
+    if current_builder() is None:
+        import xlc
+
+        return xlc.jit(lambda p, t: jvp(fn, p, t))(tuple(primals), tuple(tangents))
+    xnp = _np()
+    out, pull = vjp(fn, *primals)
+    out_leaves, out_tree = pytree.flatten(out)
+    t_leaves = [as_tracer(t) for t in pytree.flatten(list(tangents))[0]]
+    p_leaves = pytree.flatten(list(primals))[0]
+    if len(t_leaves) != len(p_leaves) or any(
+            as_tracer(p).shape != t.shape for p, t in zip(p_leaves, t_leaves)):
+        raise trace_error("xlc.jvp: tangents must have the primals' structure and shapes")
+
+    def paired(*cts: Any) -> Any:
+        grads = pytree.flatten(list(pull(pytree.unflatten(out_tree, list(cts)))))[0]
+        total = None
+        for g, t in zip(grads, t_leaves):
+            term = xnp.sum(xnp.multiply(g, xnp.astype(t, as_tracer(g).dtype)))
+            total = term if total is None else xnp.add(total, term)
+        return total
+
+    zeros = [xnp.zeros(as_tracer(o).shape, as_tracer(o).dtype) for o in out_leaves]
+    _, pull2 = vjp(paired, *zeros)
+    dots = pull2(xnp.ones((), as_tracer(out_leaves[0]).dtype))
+    return out, pytree.unflatten(out_tree, list(dots))
+
+
+def linearize(fn: Callable[..., Any], *primals: Any) -> Any:
+    """(fn(*primals), f_jvp) with f_jvp(*tangents) the derivative at primals applied to
+    tangents (evaluated by `jvp`). Inside a trace."""
+    out = fn(*primals)
+
+    def f_jvp(*tangents: Any) -> Any:
+        return jvp(fn, primals, tangents)[1]
+
+    return out, f_jvp
