@@ -27,7 +27,15 @@ from xlc.errors import (
 from xlc.frontend import debug, lax, nn, random, tree_util
 from xlc.frontend import numpy_api as numpy
 from xlc.frontend.arguments import ShapeDtype
-from xlc.frontend.autodiff import grad, jvp, linearize, stop_gradient, value_and_grad, vjp
+from xlc.frontend.autodiff import (
+    custom_vjp,
+    grad,
+    jvp,
+    linearize,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+)
 from xlc.frontend.callbacks import pure_callback
 from xlc.options import CompileOptions
 
@@ -66,7 +74,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
     "DeviceArray", "pure_callback", "debug", "random", "tree_util", "block_until_ready",
-    "grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient",
+    "grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient", "custom_vjp",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
     "CustomCallError",

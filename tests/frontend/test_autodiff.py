@@ -148,6 +148,29 @@ def test_jvp_of_a_vector_function_matches_jax() -> None:
     np.testing.assert_allclose(np.asarray(out[0]), np.asarray(want_out[0]), rtol=1e-12)
 
 
+def test_custom_vjp_replaces_the_derivative() -> None:
+    """A clipped-gradient identity (the backward function halves the cotangent) and a
+    numerically safe log1p(exp(x)) with a hand-written derivative, under grad."""
+    @xlc.custom_vjp
+    def halve_grad(x: Any) -> Any:
+        return x
+
+    halve_grad.defvjp(lambda x: (x, None), lambda res, ct: (ct * 0.5,))
+
+    @xlc.custom_vjp
+    def softplus(x: Any) -> Any:
+        return xnp.log1p(xnp.exp(x))
+
+    softplus.defvjp(lambda x: (softplus(x), x),
+                    lambda x, ct: (ct * (1.0 / (1.0 + xnp.exp(-x))),))
+
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(xlc.grad(lambda v: xnp.sum(halve_grad(v) ** 2))(x), x)
+    np.testing.assert_allclose(xlc.grad(lambda v: xnp.sum(softplus(v) * 3.0))(x),
+                               3.0 / (1.0 + np.exp(-x)), rtol=1e-12)
+    np.testing.assert_allclose(xlc.jit(softplus)(x), np.log1p(np.exp(x)), rtol=1e-12)
+
+
 def test_second_order() -> None:
     f = lambda x: xnp.sin(x) * x ** 3  # noqa: E731
     d2 = xlc.jit(xlc.grad(xlc.grad(f)))

@@ -26,9 +26,95 @@ from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient",
+           "custom_vjp"]
 
 _STOPPED: set[int] = set()  # uids of stop_gradient copies
+
+
+class _CustomGroup:
+    """The outputs of one call of a custom_vjp function: its backward function, residuals,
+    argument tracers and the cotangents gathered for its output markers."""
+
+    def __init__(self, bwd: Callable[..., Any], residuals: Any, args: list[Tracer],
+                 arg_tree: Any, out_tree: Any, markers: list[HloInstruction]) -> None:
+        self.bwd, self.residuals, self.args = bwd, residuals, args
+        self.arg_tree, self.out_tree, self.markers = arg_tree, out_tree, markers
+        self.cts: dict[int, Tracer] = {}
+
+
+_CUSTOM: dict[int, _CustomGroup] = {}  # marker uid -> its group
+
+
+class custom_vjp:  # noqa: N801 - jax.custom_vjp's name
+    """A function with a user-defined reverse-mode derivative (jax.custom_vjp):
+
+        @xlc.custom_vjp
+        def f(x): ...
+        def f_fwd(x): return f(x), residuals
+        def f_bwd(residuals, ct): return (ct_x,)      # one cotangent per argument
+        f.defvjp(f_fwd, f_bwd)
+
+    Under `xlc.grad`/`vjp`, the derivative of f's outputs with respect to its arguments is
+    what f_bwd returns; f's own operations are not differentiated."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        self.fun = fun
+        self.fwd: Callable[..., Any] | None = None
+        self.bwd: Callable[..., Any] | None = None
+        self._in_fwd = False  # calls from inside fwd run the plain function
+        functools.update_wrapper(self, fun)
+
+    def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
+        """Set the forward (returns (output, residuals)) and backward (residuals, output
+        cotangent -> tuple of argument cotangents) functions."""
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args: Any) -> Any:
+        if self._in_fwd:
+            return self.fun(*args)
+        if self.fwd is None or self.bwd is None or current_builder() is None:
+            if self.fwd is None or self.bwd is None:
+                raise trace_error(f"custom_vjp function {getattr(self.fun, '__name__', '?')} "
+                                  "has no derivative: call defvjp(fwd, bwd) first")
+            return self.fun(*args)
+        arg_leaves, arg_tree = pytree.flatten(list(args))
+        tracers = [as_tracer(a) for a in arg_leaves]
+        self._in_fwd = True
+        try:
+            out, residuals = self.fwd(*pytree.unflatten(arg_tree, tracers))
+        finally:
+            self._in_fwd = False
+        out_leaves, out_tree = pytree.flatten(out)
+        markers = []
+        for o in out_leaves:
+            t = as_tracer(o)
+            markers.append(emit(Opcode.COPY, t.aval, [t], op_name="custom_vjp"))
+        group = _CustomGroup(self.bwd, residuals, tracers, arg_tree, out_tree,
+                             [m.inst for m in markers])
+        for m in markers:
+            _CUSTOM[m.inst.uid] = group
+        return pytree.unflatten(out_tree, markers)
+
+
+def _custom_backward(group: _CustomGroup, inst: HloInstruction, ct: Tracer,
+                     out: Tracer) -> list[tuple[Tracer, Any]]:
+    """Gather the cotangent of marker `inst`; once every marker of the group has been seen
+    (the first-created one is seen last), run the user's backward function: returns
+    (argument tracer, cotangent) pairs."""
+    group.cts[inst.uid] = ct
+    if inst is not group.markers[0]:
+        return []
+    xnp = _np()
+    cts = [group.cts.get(m.uid) if group.cts.get(m.uid) is not None
+           else xnp.zeros(m.shape.dims, m.shape.element_type.dtype)  # type: ignore[union-attr]
+           for m in group.markers]
+    res = group.bwd(group.residuals, pytree.unflatten(group.out_tree, cts))
+    got = pytree.flatten(list(res))[0]
+    if len(got) != len(group.args):
+        raise trace_error(f"custom_vjp backward returned {len(got)} cotangent(s) for "
+                          f"{len(group.args)} argument(s)")
+    return [(a, g) for a, g in zip(group.args, got) if g is not None]
 
 
 def _np() -> Any:
@@ -366,6 +452,15 @@ def _backward(out: Tracer, inputs: list[Tracer], first: int, ct: Tracer,
         if c is None or inst.uid in _STOPPED or id(inst) in tracer_of:
             if c is not None:
                 cts[id(inst)] = c
+            continue
+        group = _CUSTOM.get(inst.uid)
+        if group is not None:
+            for arg, g in _custom_backward(group, inst, c, out):
+                g = as_tracer(g)
+                if g.ptype is not arg.ptype:
+                    g = xnp.astype(g, arg.dtype)
+                key = id(arg.inst)
+                cts[key] = xnp.add(cts[key], g) if key in cts else g
             continue
         if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
             src = inst.operands[0]
