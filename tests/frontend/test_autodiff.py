@@ -171,6 +171,37 @@ def test_custom_vjp_replaces_the_derivative() -> None:
     np.testing.assert_allclose(xlc.jit(softplus)(x), np.log1p(np.exp(x)), rtol=1e-12)
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("strides,padding", [((2, 2), "VALID"), ((1, 1), "SAME")])
+def test_max_and_min_pooling(op: str, strides: tuple, padding: str) -> None:
+    """reduce-window max/min: the cotangent of each window goes to its chosen element
+    (distinct values, so finite differences apply); equal to jax.grad when installed."""
+    opcode = xlc.lax.Opcode.MAXIMUM if op == "max" else xlc.lax.Opcode.MINIMUM
+    init = -np.inf if op == "max" else np.inf
+
+    def f(m: Any, lax: Any, x: Any) -> Any:
+        reducer = opcode if lax is xlc.lax else (lax.max if op == "max" else lax.min)
+        pooled = lax.reduce_window(x, init, reducer, (2, 3), strides, padding)
+        return m.sum(pooled ** 2 * m.arange(1.0, pooled.size + 1.0).reshape(pooled.shape))
+
+    x = RNG.permutation(30).reshape(5, 6) / 7.0 + 0.1
+    got = np.asarray(xlc.grad(lambda v: f(xnp, xlc.lax, v))(x))
+    from xlc.hlo.evaluator import evaluate
+    from xlc.hlo.parser import parse_module
+
+    module = parse_module(xlc.jit(lambda v: f(xnp, xlc.lax, v)).lower(x).as_text())
+    want = _fd(lambda v: float(np.asarray(evaluate(module, [v]))), x, eps=1e-7)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return
+    with jax.enable_x64(True):
+        theirs = np.asarray(jax.grad(lambda v: f(jnp, jax.lax, v))(x))
+    np.testing.assert_allclose(got, theirs, rtol=1e-12)
+
+
 def test_second_order() -> None:
     f = lambda x: xnp.sin(x) * x ** 3  # noqa: E731
     d2 = xlc.jit(xlc.grad(xlc.grad(f)))

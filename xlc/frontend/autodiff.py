@@ -375,8 +375,11 @@ def _reduce_window(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tra
     over the window again with stride 1."""
     root = inst.called[0].root
     dims = inst.attrs["window"].dims
-    if len(ops) != 2 or root is None or root.opcode is not Opcode.ADD or any(
-            d.window_dilation != 1 or d.base_dilation != 1 for d in dims):
+    undilated = all(d.window_dilation == 1 and d.base_dilation == 1 for d in dims)
+    if len(ops) == 2 and root is not None and undilated and root.opcode in (Opcode.MAXIMUM,
+                                                                            Opcode.MINIMUM):
+        return _window_chooser(inst, ops, ct, root.opcode is Opcode.MAXIMUM), None
+    if len(ops) != 2 or root is None or root.opcode is not Opcode.ADD or not undilated:
         what = "reduce-window" if root is None else f"reduce-window of '{root.opcode.text}'"
         raise UnsupportedOpError(f"xlc.grad: no derivative rule for a {what} (other than an "
                                  f"undilated sum) ({inst.name}) yet")
@@ -391,6 +394,27 @@ def _reduce_window(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tra
                               [wd.size for wd in dims], [1] * x.ndim,
                               padding=[(0, 0)] * x.ndim)
     return back, None
+
+
+def _window_chooser(inst: HloInstruction, ops: list[Tracer], ct: Tracer,
+                    is_max: bool) -> Tracer:
+    """Max/min pooling transposed: each window's cotangent goes to the element the window
+    chose (the first one on ties), a select-and-scatter with add."""
+    from xlc.frontend.staging import monoid_computation, trace_scalar_computation
+
+    x = ops[0]
+    xnp = _np()
+
+    def pick(a: Tracer, b: Tracer) -> Tracer:
+        return xnp.greater_equal(a, b) if is_max else xnp.less_equal(a, b)
+
+    select, _ = trace_scalar_computation("select", pick, [x.ptype, x.ptype],
+                                         "select-and-scatter select")
+    add = monoid_computation(Opcode.ADD, ct.ptype)
+    zero = xnp.asarray(0, ct.dtype)
+    return emit(Opcode.SELECT_AND_SCATTER, x.aval, [x, xnp.astype(ct, x.dtype), zero],
+                {"window": inst.attrs["window"]}, (select, add),
+                op_name="select_and_scatter_add")
 
 
 def _none(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
