@@ -393,9 +393,34 @@ def _arg_reduce(b: _Builder) -> None:
     b.emit(x.ty, kept, f"add({val.name}, {as_ty.name})")
 
 
+def _batched_gather(b: _Builder) -> None:
+    """A vmap-style gather (operand/start-indices batching dims, made plain by the
+    batched-indexing pass): row r of a matrix picks n of its own elements, indices out of
+    range included (clamped)."""
+    x = b.pick(lambda v: len(v.dims) == 2 and v.dims[0] <= 64)
+    if x is None:
+        return
+    rows, cols = x.dims
+    n = b.draw(st.integers(1, 3))
+    vals = [[b.draw(st.integers(-1, cols)) for _ in range(n)] for _ in range(rows)]
+    lit = "{" + ", ".join("{" + ", ".join(f"{{{v}}}" for v in row) + "}" for row in vals) + "}"
+    idx = b.emit("s32", (rows, n, 1), f"constant({lit})")
+    b.emit(x.ty, (rows, n), f"gather({x.name}, {idx.name}), offset_dims={{}}, "
+           "collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, "
+           "start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}")
+
+
+def _sharding(b: _Builder) -> None:
+    """A sharding annotation (`with_sharding_constraint`), the identity on one device."""
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is not None:
+        b.emit(x.ty, x.dims, f'custom-call({x.name}), custom_call_target="Sharding", '
+               "sharding={replicated}")
+
+
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
          _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum, _arg_reduce,
-         _row_softmax)
+         _row_softmax, _batched_gather, _sharding)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:

@@ -99,23 +99,9 @@ def _row_major(shape: Shape) -> bool:
     return physical_order(shape) == list(range(shape.rank))
 
 
-def _c_string(module: ir.Module, text: str, name: str) -> ir.GlobalVariable:
-    data = text.encode() + b"\0"
-    const = ir.Constant(ir.ArrayType(lu.I8, len(data)), bytearray(data))
-    gv = ir.GlobalVariable(module, const.type, module.get_unique_name(name))
-    gv.global_constant = True
-    gv.linkage = "internal"
-    gv.initializer = const
-    return gv
-
-
 def _dims(module: ir.Module, dims: tuple[int, ...]) -> ir.Value:
     const = ir.Constant(ir.ArrayType(lu.I64, max(len(dims), 1)), list(dims) or [0])
-    gv = ir.GlobalVariable(module, const.type, module.get_unique_name("ffi.dims"))
-    gv.global_constant = True
-    gv.linkage = "internal"
-    gv.initializer = const
-    return gv
+    return lu.global_constant(module, const, "ffi.dims")
 
 
 def emit_ffi_call(em: Any, ctx: Any, inst: HloInstruction, target: FfiTarget) -> None:
@@ -155,8 +141,8 @@ def emit_ffi_call(em: Any, ctx: Any, inst: HloInstruction, target: FfiTarget) ->
         b.store(b.ptrtoint(_dims(module, shape.dims), lu.I64), word(3 * i + 1))
         b.store(b.ptrtoint(em.address(ctx, x, index), lu.I64), word(3 * i + 2))
     b.store(ir.Constant(lu.I8, 0), err)
-    attrs = _c_string(module, _config_text(inst), "ffi.attrs")
-    name = _c_string(module, target.name, "ffi.target")
+    attrs = lu.c_string(module, _config_text(inst), "ffi.attrs")
+    name = lu.c_string(module, target.name, "ffi.target")
     fnty = ir.FunctionType(lu.I32, [lu.PTR, lu.I64, lu.PTR, lu.I64, lu.PTR, lu.PTR])
     fn = module.globals.get(target.link_symbol) or ir.Function(module, fnty,
                                                               name=target.link_symbol)

@@ -22,7 +22,6 @@ naming the target.
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import threading
 from typing import Any
@@ -124,11 +123,7 @@ def raise_pending() -> None:
         return
     _pending.error = None
     desc, e = failed
-    if isinstance(e, CustomCallError):  # a C target's error, worded already
-        raise e
-    target = json.loads(desc.decode()).get("target", "?")
-    raise CustomCallError(f"custom-call target '{target}' failed on the host: "
-                          f"{type(e).__name__}: {e}") from e
+    raise host_calls.failure(desc.decode(), e) from e
 
 
 # ---- emission ----------------------------------------------------------------------------
@@ -141,12 +136,7 @@ def emit_host_call(em: Any, ctx: Any, inst: HloInstruction) -> None:
     ensure_registered()
     b = ctx.b
     module = b.module
-    text = host_calls.describe(inst).encode() + b"\0"
-    const = ir.Constant(ir.ArrayType(lu.I8, len(text)), bytearray(text))
-    gv = ir.GlobalVariable(module, const.type, module.get_unique_name("host_call.desc"))
-    gv.global_constant = True
-    gv.linkage = "internal"
-    gv.initializer = const
+    desc = lu.c_string(module, host_calls.describe(inst), "host_call.desc")
     leaves: list[tuple[HloInstruction, tuple[int, ...]]] = [(o, ()) for o in inst.operands]
     if inst.shape.is_tuple:
         leaves += [(inst, (i,)) for i in range(len(inst.shape.tuple_shapes or ()))]
@@ -160,4 +150,4 @@ def emit_host_call(em: Any, ctx: Any, inst: HloInstruction) -> None:
     fn = module.globals.get(SYMBOL)
     if fn is None:
         fn = ir.Function(module, ir.FunctionType(lu.I32, [lu.PTR, lu.PTR]), name=SYMBOL)
-    b.call(fn, [b.bitcast(gv, lu.PTR), table])
+    b.call(fn, [b.bitcast(desc, lu.PTR), table])

@@ -340,7 +340,6 @@ def _conditional(rt: GpuRuntime, t: ConditionalThunk, stream: Any) -> None:
 def _host_call(rt: GpuRuntime, t: HostCallThunk, stream: Any) -> None:
     """Wait for the stream, copy the operands to the host, run the call, copy the results
     back and wait (the host arrays must live until the copies are done)."""
-    from xlc.errors import CustomCallError
     from xlc.hlo import host_calls
 
     drv = rt.drv
@@ -360,9 +359,7 @@ def _host_call(rt: GpuRuntime, t: HostCallThunk, stream: Any) -> None:
     try:
         values = host_calls.run(t.desc, arrays)
     except Exception as e:  # noqa: BLE001 - reported as the custom-call's failure
-        target = _call.get("target", "?")
-        raise CustomCallError(f"custom-call target '{target}' failed on the host: "
-                              f"{type(e).__name__}: {e}") from e
+        raise host_calls.failure(t.desc, e) from e
     keep = []
     for sl, shape, value in zip(t.results, res_shapes, values):
         host = host_calls.to_physical(value, shape)

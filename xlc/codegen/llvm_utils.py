@@ -379,6 +379,23 @@ def emit_assembly(ref: llvm.ModuleRef) -> str:
     return target_machine().emit_assembly(ref)
 
 
+# ---- constant data ------------------------------------------------------------------------
+def global_constant(module: ir.Module, const: ir.Constant, name: str) -> ir.GlobalVariable:
+    """An internal constant global of `module` holding `const` (a unique name from `name`)."""
+    gv = ir.GlobalVariable(module, const.type, module.get_unique_name(name))
+    gv.global_constant = True
+    gv.linkage = "internal"
+    gv.initializer = const
+    return gv
+
+
+def c_string(module: ir.Module, text: str, name: str) -> ir.GlobalVariable:
+    """A NUL-terminated constant string global (`const char*` for run-time callbacks)."""
+    data = text.encode() + b"\0"
+    return global_constant(module, ir.Constant(ir.ArrayType(I8, len(data)), bytearray(data)),
+                           name)
+
+
 # ---- symbols ------------------------------------------------------------------------------
 _counter = iter(range(1 << 62))
 

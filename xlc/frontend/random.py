@@ -167,11 +167,12 @@ def uniform(k: Any, shape: Sequence[int] = (), dtype: Any = "float32", minval: A
 
 
 def _float_dtype(dtype: Any, where: str) -> np.dtype:
-    """The numpy dtype of float type `dtype` (f16, bf16, f32, f64)."""
+    """The numpy dtype of float type `dtype` (f16, bf16, f32, f64; names included)."""
+    from xlc.frontend import dtypes
+
     try:
-        pt = PT.from_dtype(dtype if not isinstance(dtype, str) else np.dtype(
-            __import__("ml_dtypes").bfloat16 if dtype == "bfloat16" else dtype))
-    except TypeError:
+        pt = dtypes.to_ptype(dtype)
+    except Exception:  # noqa: BLE001 - any unknown dtype: the message below
         pt = None
     if pt is None or not pt.is_float:
         raise trace_error(f"xlc.random.{where}: dtype must be a float type, got {dtype}")

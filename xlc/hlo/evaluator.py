@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from xlc.errors import ArgumentError, EvaluationError, UnsupportedOpError, XlcError
+from xlc.hlo import host_calls
 from xlc.hlo.evaluator_elementwise import ELEMENTWISE_HANDLERS, cast
 from xlc.hlo.evaluator_indexing import INDEXING_HANDLERS, topk_arrays
 from xlc.hlo.evaluator_ops import DATA_HANDLERS
@@ -29,9 +30,6 @@ from xlc.hlo.evaluator_rng import rng_bit_generator_handler
 from xlc.hlo.ffi_registry import lookup as ffi_lookup
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlc.hlo.lapack import decode as lapack_decode
-from xlc.hlo.lapack import is_lapack_target
-from xlc.hlo.lapack import run as lapack_run
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape
 from xlc.hlo.sort_call import SORT_TARGET, sort_call_sort
@@ -277,17 +275,13 @@ def _custom_call(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value
         sorted_ = INDEXING_HANDLERS[Opcode.SORT](ev, sort_call_sort(inst), ops)
         parts = list(sorted_) if isinstance(sorted_, tuple) else [sorted_]
         return (*parts, np.zeros(workspace.dims, np.uint8))
-    if is_lapack_target(target):  # JAX's LAPACK targets (xlc/hlo/lapack.py)
-        shapes = list(inst.shape.tuple_shapes or ()) if inst.shape.is_tuple else [inst.shape]
-        out = lapack_run(lapack_decode(inst), [np.asarray(o) for o in ops], shapes)
-        return out if inst.shape.is_tuple else out[0]
     if target in SPMD_TARGETS:  # sharding annotations: identity on one device
         return ops[0]
-    user = ffi_lookup(target, "cpu")
-    if user is not None and user.kind == "python" and user.python is not None:
-        out = user.python(*[np.asarray(o) for o in ops])
-        return tuple(np.asarray(o) for o in out) if inst.shape.is_tuple else np.asarray(out)
-    if user is not None:
+    handler = host_calls.handler_for(target)  # LAPACK and Python targets: run them
+    if handler is not None:
+        out = host_calls.run_handler(handler, inst, [np.asarray(o) for o in ops])
+        return tuple(out) if inst.shape.is_tuple else out[0]
+    if ffi_lookup(target, "cpu") is not None:
         raise UnsupportedOpError(f"custom-call '{inst.name}': target '{target}' is C code; "
                                  "the evaluator runs Python targets only (compile for the CPU)")
     raise UnsupportedOpError(f"custom-call '{inst.name}': unknown custom_call_target "

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from xlc.errors import UnsupportedOpError
+from xlc.errors import CustomCallError, UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import Shape, parse_shape_text, physical_order
 
@@ -111,6 +111,23 @@ def run(desc: str, operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run the call of descriptor `desc` on logical operand arrays; its logical results."""
     call, _ops, res_shapes, handler = decode(desc)
     return [np.asarray(v) for v in handler(call, operands, res_shapes)]
+
+
+def run_handler(handler: Handler, inst: HloInstruction,
+                operands: list[np.ndarray]) -> list[np.ndarray]:
+    """Run host call `inst` (no descriptor: the evaluator) on logical operand arrays."""
+    call = {"target": str(inst.attrs.get("custom_call_target", "")),
+            "config": inst.get_extra("backend_config")}
+    return [np.asarray(v) for v in handler(call, operands, result_shapes(inst))]
+
+
+def failure(desc: str, error: BaseException) -> CustomCallError:
+    """The CustomCallError of a host call that raised `error` (a CustomCallError as is)."""
+    if isinstance(error, CustomCallError):
+        return error
+    target = json.loads(desc).get("target", "?")
+    return CustomCallError(f"custom-call target '{target}' failed on the host: "
+                           f"{type(error).__name__}: {error}")
 
 
 def refuse_python_targets(module: Any) -> None:
