@@ -130,6 +130,8 @@ def test_python_example_runs(block: Block, clean_env: Path) -> None:
         pytest.skip("marked <!-- no-test -->")
     if _needs_corpus(block) and not corpus_available():
         pytest.skip("the example needs the corpus")
+    if re.search(r"^\s*(import|from) jax\b", block.text, re.M):
+        pytest.importorskip("jax", reason="the example compares with JAX")
     code = compile(block.text, f"{block.id}", "exec")
     namespace = {"__name__": "__doc_example__", "CORPUS": CORPUS}
     exec(code, namespace)  # noqa: S102 - the documentation's own examples

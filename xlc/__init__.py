@@ -27,16 +27,10 @@ from xlc.errors import (
 from xlc.frontend import debug, lax, nn, random, tree_util
 from xlc.frontend import numpy_api as numpy
 from xlc.frontend.arguments import ShapeDtype
-from xlc.frontend.autodiff import (
-    custom_vjp,
-    grad,
-    jvp,
-    linearize,
-    stop_gradient,
-    value_and_grad,
-    vjp,
-)
+from xlc.frontend.autodiff import custom_vjp, grad, stop_gradient, value_and_grad, vjp
+from xlc.frontend.autodiff_forward import custom_jvp, jvp, linearize
 from xlc.frontend.callbacks import pure_callback
+from xlc.frontend.vmap import vmap
 from xlc.options import CompileOptions
 
 __version__ = "0.1.0"
@@ -75,6 +69,8 @@ __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
     "DeviceArray", "pure_callback", "debug", "random", "tree_util", "block_until_ready",
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient", "custom_vjp",
+    "custom_jvp",
+    "vmap",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
     "CustomCallError",

@@ -13,6 +13,8 @@ f32) and part of the signature by dtype, not value.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import inspect
 import logging
@@ -69,6 +71,23 @@ def _verify(module: HloModule, options: CompileOptions) -> None:
         verify_module(module)
 
 
+
+@dataclasses.dataclass(frozen=True)
+class MemoryAnalysis:
+    """`Compiled.memory_analysis()`: JAX's CompiledMemoryStats fields, in bytes."""
+
+    argument_size_in_bytes: int
+    output_size_in_bytes: int
+    alias_size_in_bytes: int
+    temp_size_in_bytes: int
+    generated_code_size_in_bytes: int
+    peak_memory_in_bytes: int
+    host_argument_size_in_bytes: int = 0
+    host_output_size_in_bytes: int = 0
+    host_alias_size_in_bytes: int = 0
+    host_temp_size_in_bytes: int = 0
+    host_generated_code_size_in_bytes: int = 0
+
 class Compiled:
     """An executable for one signature: `__call__(*args)` runs it; `as_text()` is its HLO."""
 
@@ -123,6 +142,22 @@ class Compiled:
         """`parameter_bytes`, `output_bytes`, `temp_bytes`, `constant_bytes`, `alias_bytes`,
         `peak_bytes` (and counts) of the optimized module's buffer assignment."""
         return dict(self.optimized().memory_stats())
+
+    def memory_analysis(self) -> MemoryAnalysis:
+        """The executable's memory with the field names of JAX's `Compiled.memory_analysis()`
+        (bytes): `argument_size_in_bytes`, `output_size_in_bytes`, `alias_size_in_bytes`,
+        `temp_size_in_bytes`, `generated_code_size_in_bytes` (the object code where the
+        backend has one, else 0), `peak_memory_in_bytes`; the host_* fields are 0 (xlc keeps
+        no separate host buffers)."""
+        stats = self.memory_stats()
+        code = getattr(self._exe, "object_code", None)
+        return MemoryAnalysis(
+            argument_size_in_bytes=int(stats.get("parameter_bytes", 0)),
+            output_size_in_bytes=int(stats.get("output_bytes", 0)),
+            alias_size_in_bytes=int(stats.get("alias_bytes", 0)),
+            temp_size_in_bytes=int(stats.get("temp_bytes", 0)),
+            generated_code_size_in_bytes=len(code()) if callable(code) else 0,
+            peak_memory_in_bytes=int(stats.get("peak_bytes", 0)))
 
     def cost_analysis(self) -> dict[str, float]:
         """The optimized module's cost with JAX's keys: `flops`, `transcendentals`,

@@ -229,3 +229,28 @@ def test_at_update_property(idx, mode):
     else:
         {"add": np.add, "max": np.maximum}[mode].at(want, idx, v)
     assert_close(got, want)
+
+
+def test_linspace_follows_the_bounds_type_and_jax():
+    """Python-number bounds give f32 (xlc's default float), f64 arrays f64; array bounds
+    broadcast, `axis`, `endpoint`, `retstep`, an integer dtype and num 0/1 as jax.numpy with
+    x64 (jax's formula: start * (1 - t) + stop * t, the endpoint exactly stop)."""
+    a, b = np.array([0.3, 1.0]), np.array([[1.7, -2.0], [4.0, 0.5]])
+
+    def cases(m, a, b):
+        return (m.linspace(a[0], b[0, 0], 5), m.linspace(a, b, 4, axis=1),
+                m.linspace(a, b, 4, endpoint=False, retstep=True), m.linspace(a, b, 3, axis=-1),
+                m.linspace(0, 10, 4, dtype=np.int32), m.linspace(a, b, 1),
+                m.linspace(a, b, 0, axis=-1))
+
+    got = jit_run(lambda a, b: cases(xnp, a, b), a, b)
+    assert jit_run(lambda: xnp.linspace(0, 1.5, 7)).dtype == np.float32
+    jax = pytest.importorskip("jax")
+    with jax.enable_x64(True):
+        want = jax.tree_util.tree_map(np.asarray, cases(jax.numpy, a, b))
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert_close(g, w, rtol=1e-15, atol=1e-15)
+    assert_close(got[2][0], np.linspace(a, b, 4, endpoint=False), rtol=1e-15, atol=1e-15)

@@ -1,14 +1,15 @@
 """Reverse-mode automatic differentiation on the traced HLO: `xlc.grad`, `value_and_grad`,
-`vjp`, `jvp`, `linearize`, `custom_vjp` and `stop_gradient`.
+`vjp`, `custom_vjp` and `stop_gradient` (forward mode, `jvp`/`linearize`/`custom_jvp`, is in
+`autodiff_forward`).
 
 `vjp(fn, *primals)` traces `fn` into the current computation on fresh copies of the primals,
 then walks the instructions that trace created in reverse (they are in topological order),
-applying each opcode's transpose rule (`autodiff_rules.RULES`) to the cotangent of its
+applying each opcode's transpose rule (`autodiff_rules.RULES`, `TUPLE_RULES` for multi-result
+ops, `autodiff_control.RULES` for while loops and conditionals) to the cotangent of its
 result: the rules emit ordinary HLO through the tracer API, so the backward pass is part of
 the same program, is optimized and fused with it, and can itself be differentiated (grad of
 grad). Values the function closed over are constants, as in JAX. An instruction without a
-rule (control flow, convolution, scatter, ...) is an UnsupportedOpError naming it and the
-function. `jvp` is the transpose of that (linear) reverse pass.
+rule is an UnsupportedOpError naming it and the function.
 
 Outside a trace, `grad(fn)(x)` runs through `xlc.jit`.
 """
@@ -20,13 +21,14 @@ from typing import Any
 
 from xlc.errors import UnsupportedOpError
 from xlc.frontend import pytree
-from xlc.frontend.autodiff_rules import RULES
+from xlc.frontend.autodiff_rules import RULES, TUPLE_RULES
 from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_error
 from xlc.hlo.ir import HloInstruction
+from xlc.hlo.lapack import is_lapack_target
 from xlc.hlo.opcodes import Opcode
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient",
-           "custom_vjp"]
+__all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "custom_vjp", "copy_marks",
+           "drop_dead"]
 
 _STOPPED: set[int] = set()  # uids of stop_gradient copies
 
@@ -35,11 +37,30 @@ class _CustomGroup:
     """The outputs of one call of a custom_vjp function: its backward function, residuals,
     argument tracers and the cotangents gathered for its output markers."""
 
-    def __init__(self, bwd: Callable[..., Any], residuals: Any, args: list[Tracer],
+    def __init__(self, bwd: Callable[..., Any] | None, residuals: Any, args: list[Tracer],
                  arg_tree: Any, out_tree: Any, markers: list[HloInstruction]) -> None:
         self.bwd, self.residuals, self.args = bwd, residuals, args
         self.arg_tree, self.out_tree, self.markers = arg_tree, out_tree, markers
         self.cts: dict[int, Tracer] = {}
+        self.jvp: Callable[..., Any] | None = None  # set for custom_jvp functions
+
+    def remapped(self, old: HloInstruction, new: Tracer, mapped: dict[int, Any]
+                 ) -> _CustomGroup:
+        """The group of the copy of marker `old` when a computation is re-emitted (`mapped`:
+        id(original instruction) -> copy; one copied group per re-emission, kept in `mapped`
+        under a negative key)."""
+        key = -1 - id(self)
+        group = mapped.get(key)
+        if group is None:
+            def rm(x: Any) -> Any:
+                return mapped.get(id(x.inst), x) if isinstance(x, Tracer) else x
+            group = _CustomGroup(self.bwd, pytree.tree_map(rm, self.residuals),
+                                 [rm(a) for a in self.args], self.arg_tree, self.out_tree,
+                                 list(self.markers))
+            group.jvp = self.jvp
+            mapped[key] = group
+        group.markers[self.markers.index(old)] = new.inst
+        return group
 
 
 _CUSTOM: dict[int, _CustomGroup] = {}  # marker uid -> its group
@@ -96,19 +117,39 @@ class custom_vjp:  # noqa: N801 - jax.custom_vjp's name
         return pytree.unflatten(out_tree, markers)
 
 
-def _custom_backward(group: _CustomGroup, inst: HloInstruction, ct: Tracer,
+def _custom_backward(group: _CustomGroup, inst: HloInstruction, ct: Tracer | None,
                      out: Tracer) -> list[tuple[Tracer, Any]]:
-    """Gather the cotangent of marker `inst`; once every marker of the group has been seen
-    (the first-created one is seen last), run the user's backward function: returns
+    """Gather the cotangent of marker `inst` (None: none reached it); once every marker of
+    the group has been seen (the first-created one is seen last), run the user's backward
+    function on the gathered cotangents (zeros where none reached) and forget them: returns
     (argument tracer, cotangent) pairs."""
-    group.cts[inst.uid] = ct
-    if inst is not group.markers[0]:
+    if ct is not None:
+        group.cts[inst.uid] = ct
+    if inst is not group.markers[0] or not group.cts:
         return []
     xnp = _np()
     cts = [group.cts.get(m.uid) if group.cts.get(m.uid) is not None
            else xnp.zeros(m.shape.dims, m.shape.element_type.dtype)  # type: ignore[union-attr]
            for m in group.markers]
-    res = group.bwd(group.residuals, pytree.unflatten(group.out_tree, cts))
+    group.cts.clear()  # a later backward pass (another output, grad of grad) starts afresh
+    if group.bwd is None:  # custom_jvp: the transpose of its (linear) tangent map
+        assert group.jvp is not None
+        rule, args, tree = group.jvp, group.args, group.arg_tree
+        outs = pytree.unflatten(group.out_tree, [Tracer(m, out.builder) for m in group.markers])
+
+        def tangent_map(*ts: Any) -> Any:
+            return pytree.flatten(rule(pytree.unflatten(tree, list(args)),
+                                       pytree.unflatten(tree, list(ts)), outs)[1])[0]
+
+        start = len(out.builder.comp.instructions)
+        _, pull = vjp(tangent_map, *[xnp.zeros(a.shape, a.dtype) for a in args])
+        res = pull([xnp.astype(c, m.shape.element_type.dtype)  # type: ignore[union-attr]
+                    for c, m in zip(cts, group.markers)])
+        # the tangent map's forward half (on zero tangents) is dead: LAPACK calls in it
+        # would stay, side-effecting custom-calls to the optimizer
+        drop_dead(out.builder.comp, start, {id(r.inst) for r in res if isinstance(r, Tracer)})
+    else:
+        res = group.bwd(group.residuals, pytree.unflatten(group.out_tree, cts))
     got = pytree.flatten(list(res))[0]
     if len(got) != len(group.args):
         raise trace_error(f"custom_vjp backward returned {len(got)} cotangent(s) for "
@@ -120,6 +161,27 @@ def _np() -> Any:
     from xlc.frontend import numpy_api
 
     return numpy_api
+
+
+def drop_dead(comp: Any, start: int, keep: set[int]) -> None:
+    """Remove the unused instructions of `comp` from index `start` on (but those whose id is
+    in `keep` and the root): the parts of a traced rule a transposition leaves unused. The
+    outputs of a custom_vjp/custom_jvp call go only all together (its rule may read any)."""
+    for dead in reversed(comp.instructions[start:]):
+        if dead.users or id(dead) in keep or dead is comp.root or not _pure(dead):
+            continue
+        group = _CUSTOM.get(dead.uid)
+        if group is not None and any(m.users for m in group.markers):
+            continue
+        comp.remove_instruction(dead)
+
+
+def _pure(inst: HloInstruction) -> bool:
+    """Whether an unused instruction may be dropped: it has no side effect, or it is a LAPACK
+    custom-call (a function of its operands)."""
+    if inst.opcode is Opcode.CUSTOM_CALL:
+        return is_lapack_target(str(inst.attrs.get("custom_call_target", "")))
+    return not inst.opcode.has_side_effect
 
 
 def stop_gradient(x: Any) -> Any:
@@ -135,6 +197,22 @@ def stop_gradient(x: Any) -> Any:
 
 
 # ---- the transformation ---------------------------------------------------------------------
+def _active(forward: list[HloInstruction], inputs: dict[int, Tracer]) -> set[int]:
+    """ids of the instructions of `forward` that depend on the inputs (through data, or
+    through a custom function's arguments for its output markers); stop_gradient copies cut
+    the dependence. Cotangents only flow through these, so constant subgraphs cost nothing
+    and a custom rule that calls its own function again does not recurse."""
+    active = set(inputs)
+    for inst in forward:
+        if inst.uid in _STOPPED or id(inst) in active:
+            continue
+        group = _CUSTOM.get(inst.uid)
+        if any(id(o) in active for o in inst.operands) or (
+                group is not None and any(id(a.inst) in active for a in group.args)):
+            active.add(id(inst))
+    return active
+
+
 def _backward(out: Tracer, inputs: list[Tracer], first: int, ct: Tracer,
               where: str) -> list[Tracer | None]:
     """Cotangents of `inputs` given `ct` for `out`, over the instructions of the current
@@ -143,14 +221,24 @@ def _backward(out: Tracer, inputs: list[Tracer], first: int, ct: Tracer,
     forward = comp.instructions[first:]
     tracer_of = {id(i.inst): i for i in inputs}
     cts: dict[int, Tracer] = {id(out.inst): ct}
+    elements: dict[int, list[Tracer | None]] = {}  # multi-result op -> element cotangents
     xnp = _np()
+    active = _active(forward, tracer_of)
     for inst in reversed(forward):
+        if id(inst) not in active:  # does not depend on the inputs: no cotangent to pass on
+            cts.pop(id(inst), None)
+            continue
         c = cts.pop(id(inst), None)
-        if c is None or inst.uid in _STOPPED or id(inst) in tracer_of:
+        if c is None and id(inst) in elements:
+            c = ct  # a multi-result op: its cotangents are in `elements`, not `cts`
+        group = _CUSTOM.get(inst.uid)
+        # a custom function's first output runs its backward even when no cotangent reached
+        # it (only a later output was used)
+        pending = group is not None and inst is group.markers[0] and bool(group.cts)
+        if (c is None and not pending) or inst.uid in _STOPPED or id(inst) in tracer_of:
             if c is not None:
                 cts[id(inst)] = c
             continue
-        group = _CUSTOM.get(inst.uid)
         if group is not None:
             for arg, g in _custom_backward(group, inst, c, out):
                 g = as_tracer(g)
@@ -159,29 +247,87 @@ def _backward(out: Tracer, inputs: list[Tracer], first: int, ct: Tracer,
                 key = id(arg.inst)
                 cts[key] = xnp.add(cts[key], g) if key in cts else g
             continue
+        assert c is not None  # only a custom function's first output goes on without one
         if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-            src = inst.operands[0]
-            if src.opcode is not Opcode.TUPLE:  # an element of a multi-result op
-                raise UnsupportedOpError(f"{where}: no derivative rule for "
-                                         f"'{src.opcode.text}' ({src.name}) yet")
-            elem = src.operands[int(inst.attrs["index"])]
-            key = id(elem)
-            cts[key] = xnp.add(cts[key], c) if key in cts else c
+            src, index = inst.operands[0], int(inst.attrs["index"])
+            if src.opcode is Opcode.TUPLE:
+                elem = src.operands[index]
+                key = id(elem)
+                cts[key] = xnp.add(cts[key], c) if key in cts else c
+            else:  # an element of a multi-result op: gathered for its tuple rule
+                parts = elements.setdefault(id(src), [None] * len(src.shape.tuple_shapes or ()))
+                prev = parts[index]
+                parts[index] = c if prev is None else xnp.add(prev, c)
             continue
-        rule = RULES.get(inst.opcode)
-        if rule is None:
-            raise UnsupportedOpError(f"{where}: no derivative rule for '{inst.opcode.text}' "
-                                     f"({inst.name}) yet")
-        ops = [Tracer(o, out.builder) for o in inst.operands]
-        for o, oc in zip(ops, rule(inst, Tracer(inst, out.builder), ops, c)):
-            if oc is None or not (o.ptype.is_float or o.ptype.is_complex):
+        if inst.shape.is_tuple:
+            if id(inst) not in elements:
                 continue
-            oc = as_tracer(oc)
-            if oc.ptype is not o.ptype:
-                oc = xnp.astype(oc, o.dtype)
-            key = id(o.inst)
-            cts[key] = xnp.add(cts[key], oc) if key in cts else oc
+            parts = elements.pop(id(inst))
+            op_cts = _tuple_backward(inst, out.builder, parts, where)
+        else:
+            rule = RULES.get(inst.opcode)
+            if rule is None:
+                raise UnsupportedOpError(f"{where}: no derivative rule for "
+                                         f"'{inst.opcode.text}' ({inst.name}) yet")
+            op_cts = rule(inst, Tracer(inst, out.builder),
+                          [Tracer(o, out.builder) for o in inst.operands], c)
+        ops = [Tracer(o, out.builder) for o in inst.operands]
+        for o, oc in zip(ops, op_cts):
+            if isinstance(oc, list):  # element cotangents of a tuple operand
+                assert o.inst.opcode is Opcode.TUPLE, o.inst.name
+                for e, ec in zip(o.inst.operands, oc):
+                    _accumulate(cts, Tracer(e, out.builder), ec)
+            else:
+                _accumulate(cts, o, oc)
     return [cts.get(id(i.inst)) for i in inputs]
+
+
+def _accumulate(cts: dict[int, Tracer], o: Tracer, oc: Any) -> None:
+    """Add cotangent `oc` (None: none) to operand `o`'s total; non-float operands get none."""
+    if oc is None or o.aval.is_tuple or not (o.ptype.is_float or o.ptype.is_complex):
+        return
+    xnp = _np()
+    oc = as_tracer(oc)
+    if oc.ptype is not o.ptype:
+        oc = xnp.astype(oc, o.dtype)
+    key = id(o.inst)
+    cts[key] = xnp.add(cts[key], oc) if key in cts else oc
+
+
+def copy_marks(old: HloInstruction, new: Tracer, mapped: dict[int, Tracer]) -> None:
+    """Carry the derivative marks of `old` over to its copy `new` (re-emitted computations,
+    `autodiff_control.inline`): stop_gradient, custom_vjp/custom_jvp groups (their tracers
+    remapped through `mapped`, id(old instruction) -> copy) and known trip counts."""
+    from xlc.frontend import control_flow
+
+    if old.uid in _STOPPED:
+        _STOPPED.add(new.inst.uid)
+    if old.uid in control_flow.TRIP_COUNTS:
+        control_flow.TRIP_COUNTS[new.inst.uid] = control_flow.TRIP_COUNTS[old.uid]
+    group = _CUSTOM.get(old.uid)
+    if group is not None:
+        _CUSTOM[new.inst.uid] = group.remapped(old, new, mapped)
+
+
+def _tuple_backward(inst: HloInstruction, builder: Any, parts: list[Tracer | None],
+                    where: str) -> Sequence[Any]:
+    """Operand cotangents of an instruction with a tuple result, from its elements'
+    cotangents (`parts`, None where none reached): TUPLE_RULES, or control flow."""
+    from xlc.frontend import autodiff_control
+
+    shapes = inst.shape.tuple_shapes
+    elems = [Tracer(emit(Opcode.GET_TUPLE_ELEMENT, s, [Tracer(inst, builder)], {"index": i},
+                         op_name="get_tuple_element").inst, builder)
+             for i, s in enumerate(shapes or ())]
+    ops = [Tracer(o, builder) for o in inst.operands]
+    control = autodiff_control.RULES.get(inst.opcode)
+    if control is not None:
+        return control(inst, elems, ops, parts, where)
+    rule = TUPLE_RULES.get(inst.opcode)
+    if rule is None:
+        raise UnsupportedOpError(f"{where}: no derivative rule for '{inst.opcode.text}' "
+                                 f"({inst.name}) yet")
+    return rule(inst, elems, ops, parts)
 
 
 def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
@@ -283,46 +429,3 @@ def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
         return (g, value[1]) if has_aux else g
 
     return wrapped
-
-
-def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
-    """(fn(*primals), the directional derivative of fn at primals along tangents), both
-    pytrees like fn's output. Forward mode as the transpose of reverse mode: the cotangent
-    map of `vjp` is linear, so differentiating <vjp(ct), tangents> with respect to ct (at
-    ct = 0) gives J @ tangents. Inside a trace, or jitted when called outside one."""
-    if current_builder() is None:
-        import xlc
-
-        return xlc.jit(lambda p, t: jvp(fn, p, t))(tuple(primals), tuple(tangents))
-    xnp = _np()
-    out, pull = vjp(fn, *primals)
-    out_leaves, out_tree = pytree.flatten(out)
-    t_leaves = [as_tracer(t) for t in pytree.flatten(list(tangents))[0]]
-    p_leaves = pytree.flatten(list(primals))[0]
-    if len(t_leaves) != len(p_leaves) or any(
-            as_tracer(p).shape != t.shape for p, t in zip(p_leaves, t_leaves)):
-        raise trace_error("xlc.jvp: tangents must have the primals' structure and shapes")
-
-    def paired(*cts: Any) -> Any:
-        grads = pytree.flatten(list(pull(pytree.unflatten(out_tree, list(cts)))))[0]
-        total = None
-        for g, t in zip(grads, t_leaves):
-            term = xnp.sum(xnp.multiply(g, xnp.astype(t, as_tracer(g).dtype)))
-            total = term if total is None else xnp.add(total, term)
-        return total
-
-    zeros = [xnp.zeros(as_tracer(o).shape, as_tracer(o).dtype) for o in out_leaves]
-    _, pull2 = vjp(paired, *zeros)
-    dots = pull2(xnp.ones((), as_tracer(out_leaves[0]).dtype))
-    return out, pytree.unflatten(out_tree, list(dots))
-
-
-def linearize(fn: Callable[..., Any], *primals: Any) -> Any:
-    """(fn(*primals), f_jvp) with f_jvp(*tangents) the derivative at primals applied to
-    tangents (evaluated by `jvp`). Inside a trace."""
-    out = fn(*primals)
-
-    def f_jvp(*tangents: Any) -> Any:
-        return jvp(fn, primals, tangents)[1]
-
-    return out, f_jvp

@@ -1,8 +1,15 @@
 """The transpose rules of reverse-mode autodiff (`autodiff.py`): one per differentiable
-opcode of the traced HLO, `RULES`. A rule gets the instruction, its result and operands as
-tracers and the result's cotangent, and returns one cotangent per operand (None where no
-derivative flows), emitted as ordinary HLO through the tracer API, so the rules themselves can
-be differentiated again.
+opcode of the traced HLO, `RULES`, and `TUPLE_RULES` for ops with several results. A rule gets
+the instruction, its result and operands as tracers and the result's cotangent, and returns
+one cotangent per operand (None where no derivative flows), emitted as ordinary HLO through
+the tracer API, so the rules themselves can be differentiated again (and transposed by forward
+mode, `autodiff_forward.py`).
+
+This module holds the elementwise, shape, dot, slicing and gather rules; convolution, fft,
+reductions, reduce-window, select-and-scatter and map are in `autodiff_rules_nn.py`, scatter,
+sort and top-k in `autodiff_rules_index.py`; both tables are merged into RULES / TUPLE_RULES
+below. Complex values follow jax's convention: a rule is the plain (unconjugated) transpose
+of the linear map, pairing re(ct * dz).
 """
 from __future__ import annotations
 
@@ -12,12 +19,15 @@ from typing import Any
 import numpy as np
 
 from xlc.errors import UnsupportedOpError
+from xlc.frontend import autodiff_rules_index as _index
+from xlc.frontend import autodiff_rules_nn as _nn
 from xlc.frontend import lax as _lax
-from xlc.frontend.tracer import Tracer, emit
+from xlc.frontend import lax_autodiff_ops as _ops
+from xlc.frontend.tracer import Tracer
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 
-__all__ = ["RULES", "Rule"]
+__all__ = ["RULES", "Rule", "TUPLE_RULES", "TupleRule"]
 
 
 def _np() -> Any:
@@ -88,6 +98,68 @@ def _minmax(pick_a: Callable[[Any, Tracer, Tracer], Tracer]) -> Rule:
     return rule
 
 
+def _abs(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    """sign(x); for complex x, conj(x) / |x| (0 at 0), jax's convention."""
+    xnp = _np()
+    a = ops[0]
+    if not a.ptype.is_complex:
+        return (xnp.multiply(ct, xnp.sign(a)),)
+    mag = xnp.where(xnp.equal(out, 0), xnp.ones_like(out), out)
+    return (xnp.multiply(ct, xnp.divide(_ops.conj(a), mag)),)
+
+
+def _atan2(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+           ) -> Sequence[Any]:
+    xnp = _np()
+    y, x = ops
+    r2 = xnp.add(xnp.multiply(x, x), xnp.multiply(y, y))
+    return (xnp.multiply(ct, xnp.divide(x, r2)),
+            xnp.multiply(ct, xnp.divide(xnp.negative(y), r2)))
+
+
+def _remainder(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+               ) -> Sequence[Any]:
+    """rem(x, y) = x - trunc(x / y) * y (jax's rem jvp)."""
+    xnp = _np()
+    q = xnp.divide(ops[0], ops[1])
+    trunc = xnp.multiply(xnp.sign(q), xnp.floor(xnp.abs(q)))
+    return ct, xnp.negative(xnp.multiply(ct, trunc))
+
+
+def _clamp(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+           ) -> Sequence[Any]:
+    """jax's clamp jvp: x gets the cotangent strictly inside (lo, hi), lo where it is above x
+    (and below hi), hi where it is below x; scalar bounds sum theirs."""
+    xnp = _np()
+    lo, x, hi = (xnp.broadcast_to(o, ct.shape) for o in ops)
+    zero = xnp.zeros_like(ct)
+    ct_lo = xnp.where(xnp.logical_and(xnp.greater(lo, x), xnp.less(lo, hi)), ct, zero)
+    ct_x = xnp.where(xnp.logical_and(xnp.greater(x, lo), xnp.less(x, hi)), ct, zero)
+    ct_hi = xnp.where(xnp.less(hi, x), ct, zero)
+    fit = [xnp.sum(c) if o.ndim == 0 and c.ndim else c for o, c in zip(ops, (ct_lo, ct_x, ct_hi))]
+    return tuple(fit)
+
+
+def _complex(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+             ) -> Sequence[Any]:
+    """complex(a, b) = a + ib transposes to (re(ct), -im(ct)) (jax's pairing re(ct * z))."""
+    return _ops.real(ct), _np().negative(_ops.imag(ct))
+
+
+def _erf(xnp: Any, a: Tracer, out: Tracer, ct: Tracer) -> Tracer:
+    scale = xnp.asarray(2.0 / np.sqrt(np.pi), ct.dtype)
+    return xnp.multiply(ct, xnp.multiply(scale, xnp.exp(xnp.negative(xnp.multiply(a, a)))))
+
+
+def _cbrt(xnp: Any, a: Tracer, out: Tracer, ct: Tracer) -> Tracer:
+    return xnp.divide(ct, xnp.multiply(3.0, xnp.multiply(out, out)))
+
+
+def _reduce_precision(inst: HloInstruction, ct: Tracer) -> Tracer:
+    return _ops.reduce_precision(ct, int(inst.attrs["exponent_bits"]),
+                                 int(inst.attrs["mantissa_bits"]))
+
+
 def _select(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
             ) -> Sequence[Any]:
     xnp = _np()
@@ -97,9 +169,12 @@ def _select(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
 
 def _convert(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
              ) -> Sequence[Any]:
-    if not ops[0].ptype.is_float and not ops[0].ptype.is_complex:
+    x = ops[0]
+    if not x.ptype.is_float and not x.ptype.is_complex:
         return (None,)
-    return (_np().astype(ct, ops[0].dtype),)
+    if ct.ptype.is_complex and not x.ptype.is_complex:
+        ct = _ops.real(ct)  # real -> complex transposes to the real part (as jax)
+    return (_np().astype(ct, x.dtype),)
 
 
 def _broadcast(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
@@ -119,31 +194,6 @@ def _transpose(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
                ) -> Sequence[Any]:
     perm = [int(d) for d in inst.attrs["dimensions"]]
     return (_lax.transpose(ct, list(np.argsort(perm))),)
-
-
-def _reduce(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
-            ) -> Sequence[Any]:
-    if len(ops) != 2:
-        raise UnsupportedOpError(f"xlc.grad: no derivative rule for variadic reduce "
-                                 f"({inst.name})")
-    root = inst.called[0].root
-    assert root is not None
-    dims = tuple(int(d) for d in inst.attrs["dimensions"])
-    x = ops[0]
-    kept = tuple(d for d in range(x.ndim) if d not in dims)
-    back = _lax.broadcast_in_dim(ct, x.shape, kept)
-    xnp = _np()
-    if root.opcode is Opcode.ADD:
-        return back, None
-    if root.opcode in (Opcode.MAXIMUM, Opcode.MINIMUM):
-        hit = xnp.astype(xnp.equal(x, _lax.broadcast_in_dim(out, x.shape, kept)), ct.dtype)
-        count = _lax.broadcast_in_dim(xnp.sum(hit, axis=dims), x.shape, kept)
-        return xnp.divide(xnp.multiply(back, hit), count), None
-    if root.opcode is Opcode.MULTIPLY:
-        total = _lax.broadcast_in_dim(out, x.shape, kept)
-        return xnp.divide(xnp.multiply(back, total), x), None
-    raise UnsupportedOpError(f"xlc.grad: no derivative rule for a reduce with "
-                             f"'{root.opcode.text}' ({inst.name})")
 
 
 def _dot(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
@@ -201,16 +251,14 @@ def _concat(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
 
 
 def _pad(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
+    """jax's _pad_transpose: undo the edges (negative ones crop, so they pad back), take
+    every (interior + 1)-th element; the padding value gets the rest of the cotangent."""
+    xnp = _np()
     cfg = inst.attrs["padding"].dims
-    start, limit, strides = [], [], []
-    for d, (lo, hi, interior) in enumerate(cfg):
-        if lo < 0 or hi < 0:
-            raise UnsupportedOpError(f"xlc.grad: no derivative rule for a pad with negative "
-                                     f"edges ({inst.name})")
-        start.append(lo)
-        limit.append(ct.shape[d] - hi)
-        strides.append(interior + 1)
-    return _lax.slice(ct, start, limit, strides), None
+    unpadded = _lax.pad(ct, 0, [(-lo, -hi, 0) for lo, hi, _ in cfg])
+    ct_x = _lax.slice(unpadded, [0] * ct.ndim, list(unpadded.shape),
+                      [interior + 1 for _, _, interior in cfg])
+    return ct_x, xnp.subtract(xnp.sum(ct), xnp.sum(ct_x))
 
 
 def _dynamic_slice(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
@@ -258,53 +306,28 @@ def _gather(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) ->
     return back, None
 
 
-def _reduce_window(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
-                   ) -> Sequence[Any]:
-    """A sliding-window sum (cumsum, average pooling) transposed: the cotangent, dilated by
-    the strides and padded so each input element sees every window that covered it, summed
-    over the window again with stride 1."""
-    root = inst.called[0].root
-    dims = inst.attrs["window"].dims
-    undilated = all(d.window_dilation == 1 and d.base_dilation == 1 for d in dims)
-    if len(ops) == 2 and root is not None and undilated and root.opcode in (Opcode.MAXIMUM,
-                                                                            Opcode.MINIMUM):
-        return _window_chooser(inst, ops, ct, root.opcode is Opcode.MAXIMUM), None
-    if len(ops) != 2 or root is None or root.opcode is not Opcode.ADD or not undilated:
-        what = "reduce-window" if root is None else f"reduce-window of '{root.opcode.text}'"
-        raise UnsupportedOpError(f"xlc.grad: no derivative rule for a {what} (other than an "
-                                 f"undilated sum) ({inst.name}) yet")
-    x = ops[0]
-    cfg = []
-    for d, wd in enumerate(dims):
-        before = wd.size - wd.pad_low - 1
-        after = x.shape[d] + wd.size - 1 - ((ct.shape[d] - 1) * wd.stride + 1) - before
-        cfg.append((before, after, wd.stride - 1))
-    padded = _lax.pad(ct, 0, cfg)
-    back = _lax.reduce_window(padded, _np().asarray(0, ct.dtype), Opcode.ADD,
-                              [wd.size for wd in dims], [1] * x.ndim,
-                              padding=[(0, 0)] * x.ndim)
-    return back, None
+def _custom_call(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer
+                 ) -> Sequence[Any]:
+    """Annotation custom-calls (a `Sharding` constraint) pass the cotangent through; LAPACK's
+    triangular solve has JAX's rule (`linalg_derivatives.CUSTOM_CALL_RULES`; the
+    factorizations are differentiated as custom_jvp functions, `lax_linalg`); other targets
+    (user FFI) have no derivative rule."""
+    from xlc.frontend.linalg_derivatives import CUSTOM_CALL_RULES
+
+    target = str(inst.attrs.get("custom_call_target", ""))
+    if target == "Sharding":
+        return (ct,)
+    rule = CUSTOM_CALL_RULES.get(target)
+    if rule is not None:
+        return rule(inst, out, ops, ct)
+    raise UnsupportedOpError(f"xlc.grad: no derivative rule for custom-call '{target}' "
+                             f"({inst.name})")
 
 
-def _window_chooser(inst: HloInstruction, ops: list[Tracer], ct: Tracer,
-                    is_max: bool) -> Tracer:
-    """Max/min pooling transposed: each window's cotangent goes to the element the window
-    chose (the first one on ties), a select-and-scatter with add."""
-    from xlc.frontend.staging import monoid_computation, trace_scalar_computation
-
-    x = ops[0]
-    xnp = _np()
-
-    def pick(a: Tracer, b: Tracer) -> Tracer:
-        return xnp.greater_equal(a, b) if is_max else xnp.less_equal(a, b)
-
-    select, _ = trace_scalar_computation("select", pick, [x.ptype, x.ptype],
-                                         "select-and-scatter select")
-    add = monoid_computation(Opcode.ADD, ct.ptype)
-    zero = xnp.asarray(0, ct.dtype)
-    return emit(Opcode.SELECT_AND_SCATTER, x.aval, [x, xnp.astype(ct, x.dtype), zero],
-                {"window": inst.attrs["window"]}, (select, add),
-                op_name="select_and_scatter_add")
+def _opt_barrier(inst: HloInstruction, elems: list[Tracer], ops: list[Tracer],
+                 parts: list[Tracer | None]) -> Sequence[Any]:
+    """The element cotangents go to the elements of the barrier's tuple operand."""
+    return [list(parts)]
 
 
 def _none(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Sequence[Any]:
@@ -327,25 +350,46 @@ RULES: dict[Opcode, Rule] = {
         ct, xnp.multiply(-0.5, xnp.divide(out, a)))),
     Opcode.SIN: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, xnp.cos(a))),
     Opcode.COS: _unary(lambda xnp, a, out, ct: xnp.negative(xnp.multiply(ct, xnp.sin(a)))),
-    Opcode.ABS: _unary(lambda xnp, a, out, ct: xnp.multiply(ct, xnp.sign(a))),
+    Opcode.ABS: _abs, Opcode.ATAN2: _atan2, Opcode.REMAINDER: _remainder,
+    Opcode.CLAMP: _clamp, Opcode.COMPLEX: _complex,
+    Opcode.REAL: _unary(lambda xnp, a, out, ct: _ops.complex(ct, xnp.zeros_like(ct))),
+    Opcode.IMAG: _unary(lambda xnp, a, out, ct: _ops.complex(xnp.zeros_like(ct),
+                                                             xnp.negative(ct))),
+    Opcode.ERF: _unary(_erf), Opcode.CBRT: _unary(_cbrt),
+    Opcode.TAN: _unary(lambda xnp, a, out, ct: xnp.multiply(
+        ct, xnp.add(1, xnp.multiply(out, out)))),
+    Opcode.REDUCE_PRECISION: _unary_attrs(_reduce_precision),
     Opcode.POWER: _pow,
     Opcode.MAXIMUM: _minmax(lambda xnp, a, b: xnp.greater(a, b)),
     Opcode.MINIMUM: _minmax(lambda xnp, a, b: xnp.less(a, b)),
     Opcode.SELECT: _select, Opcode.CONVERT: _convert, Opcode.BROADCAST: _broadcast,
-    Opcode.RESHAPE: _reshape, Opcode.TRANSPOSE: _transpose, Opcode.REDUCE: _reduce,
+    Opcode.RESHAPE: _reshape, Opcode.BITCAST: _reshape, Opcode.TRANSPOSE: _transpose,
     Opcode.DOT: _dot, Opcode.SLICE: _slice, Opcode.CONCATENATE: _concat, Opcode.PAD: _pad,
     Opcode.DYNAMIC_SLICE: _dynamic_slice, Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
-    Opcode.GATHER: _gather, Opcode.REDUCE_WINDOW: _reduce_window,
+    Opcode.GATHER: _gather,
     Opcode.REVERSE: _unary_attrs(lambda inst, ct: _lax.rev(
         ct, [int(d) for d in inst.attrs["dimensions"]])),
-    Opcode.COPY: _unary(lambda xnp, a, out, ct: ct),
+    Opcode.COPY: _unary(lambda xnp, a, out, ct: ct), Opcode.CUSTOM_CALL: _custom_call,
     # no derivative: constants, iotas, comparisons, integer and bit operations, rounding
     **{op: _none for op in (Opcode.CONSTANT, Opcode.IOTA, Opcode.COMPARE, Opcode.SIGN,
                             Opcode.FLOOR, Opcode.CEIL, Opcode.ROUND_AFZ,
                             Opcode.ROUND_EVEN, Opcode.AND, Opcode.OR, Opcode.XOR,
                             Opcode.NOT, Opcode.IS_FINITE, Opcode.RNG_BIT_GENERATOR,
                             Opcode.SHIFT_LEFT, Opcode.SHIFT_RIGHT_LOGICAL,
-                            Opcode.SHIFT_RIGHT_ARITHMETIC, Opcode.BITCAST_CONVERT)
+                            Opcode.SHIFT_RIGHT_ARITHMETIC, Opcode.BITCAST_CONVERT,
+                            Opcode.POPCNT, Opcode.CLZ, Opcode.RNG, Opcode.PARTITION_ID,
+                            Opcode.REPLICA_ID, Opcode.AFTER_ALL)
        },
+    **_nn.RULES, **_index.RULES,
 }
 """Opcode -> transpose rule (see `Rule`); every differentiable opcode of the traced HLO."""
+
+TupleRule = Callable[[HloInstruction, list[Tracer], list[Tracer], list["Tracer | None"]],
+                     Sequence[Any]]
+"""rule(inst, result element tracers, operand tracers, element cotangents (None: no
+cotangent reached that element)) -> operand cotangents, for opcodes with a tuple result."""
+
+TUPLE_RULES: dict[Opcode, TupleRule] = {Opcode.OPT_BARRIER: _opt_barrier, **_nn.TUPLE_RULES,
+                                         **_index.TUPLE_RULES}
+"""Opcode -> transpose rule for ops with several results (multi-operand sort, top-k, variadic
+reduce); control flow (while, conditional, call) is handled by `autodiff_control`."""

@@ -242,7 +242,27 @@ def _fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init
         i, val = state
         return xnp.add(i, as_tracer(1, pt)), body_fun(i, val)
 
-    return _while_loop(cond, body, (lo, init_val), promote, what, strip)[1]
+    counter, result = _while_loop(cond, body, (lo, init_val), promote, what, strip)
+    bounds = _static_int(lower), _static_int(upper)
+    if bounds[0] is not None and bounds[1] is not None:
+        TRIP_COUNTS[counter.inst.operands[0].uid] = max(bounds[1] - bounds[0], 0)
+    return result
+
+
+TRIP_COUNTS: dict[int, int] = {}
+"""uid of a while instruction -> its trip count, for the loops of fori_loop with static
+bounds and of scan (reverse-mode autodiff runs such loops backwards)."""
+
+
+def _static_int(x: Any) -> int | None:
+    """x as a Python int when it is known at trace time (a Python/numpy integer or a constant
+    instruction), else None."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, Tracer) and x.inst.opcode is Opcode.CONSTANT and x.shape == ():
+        arr = x.inst.attrs["literal"].array
+        return int(arr) if arr is not None and x.ptype.is_integer else None
+    return None
 
 
 # ---- conditionals ------------------------------------------------------------------------------

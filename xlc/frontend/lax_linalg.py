@@ -4,10 +4,15 @@ its LAPACK custom-calls (`lapack_<p><op>_ffi`, `xlc/hlo/lapack.py`) plus the HLO
 comparable HLO and give the same numbers. Leading dims are batch dims throughout.
 
 cholesky, triangular_solve, lu (and lu_pivots_to_permutation), qr, eigh, svd.
+
+Derivatives are JAX's: each factorization (cholesky, lu, qr, eigh, svd) is a custom_jvp
+function whose rule (`linalg_derivatives.JVP_RULES`) is written in terms of its outputs, so
+`xlc.jvp` uses it and `xlc.grad` transposes it; the triangular solve's LAPACK call has a
+transpose rule of its own (`linalg_derivatives.CUSTOM_CALL_RULES`), being linear in b.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xlc.frontend import lax as _lax
@@ -81,15 +86,31 @@ def _adjoint(x: Tracer) -> Tracer:
     return _np().conj(_swap_last(x))
 
 
+def _factorization(name: str, impl: Callable[..., Any], *args: Tracer, **params: Any) -> Any:
+    """impl(*args, **params), differentiated by JAX's rule for `name`."""
+    from xlc.frontend.linalg_derivatives import Factorization
+
+    return Factorization(name, impl, params)(*args)
+
+
+def _symmetrize(a: Tracer) -> Tracer:
+    xnp = _np()
+    return xnp.divide(xnp.add(a, _adjoint(a)), xnp.asarray(2, a.dtype))
+
+
 def cholesky(x: Any, symmetrize_input: bool = True) -> Tracer:
     """The lower Cholesky factor L (x = L L^H); NaN where x is not positive definite."""
     a = _matrix("cholesky", x, square=True)
-    xnp = _np()
     if symmetrize_input:
-        a = xnp.divide(xnp.add(a, _adjoint(a)), xnp.asarray(2, a.dtype))
+        a = _symmetrize(a)
+    out: Tracer = _factorization("cholesky", _cholesky, a)
+    return out
+
+
+def _cholesky(a: Tracer) -> Tracer:
     batch = a.shape[:-2]
     f, info = _lapack("potrf", a, [a], [a.aval, Shape.array(PT.S32, batch)], {"uplo": "L"})
-    return xnp.tril(_nan_unless(_ok(info, f), f))
+    return _np().tril(_nan_unless(_ok(info, f), f))
 
 
 def triangular_solve(a: Any, b: Any, left_side: bool = False, lower: bool = False,
@@ -107,9 +128,15 @@ def triangular_solve(a: Any, b: Any, left_side: bool = False, lower: bool = Fals
     if ta.shape[-1] != k or ta.shape[:-2] != tb.shape[:-2]:
         raise trace_error(f"triangular_solve: a {ta.aval_text} does not fit b {tb.aval_text} "
                           f"(left_side={left_side})")
-    return _lapack("trsm", ta, [ta, tb], [tb.aval],
-                   {"side": "L" if left_side else "R", "uplo": "L" if lower else "U",
-                    "trans_x": trans, "diag": "U" if unit_diagonal else "N"})[0]
+    return trsm(ta, tb, "L" if left_side else "R", "L" if lower else "U", trans,
+                "U" if unit_diagonal else "N")
+
+
+def trsm(a: Tracer, b: Tracer, side: str, uplo: str, trans: str, diag: str) -> Tracer:
+    """LAPACK's triangular solve as one custom-call, its attributes as LAPACK's letters
+    (side L/R, uplo L/U, trans N/T/C, diag N/U); a and b of one type and batch shape."""
+    return _lapack("trsm", a, [a, b], [b.aval],
+                   {"side": side, "uplo": uplo, "trans_x": trans, "diag": diag})[0]
 
 
 def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Tracer:
@@ -131,7 +158,11 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Tracer:
 def lu(x: Any) -> tuple[Tracer, Tracer, Tracer]:
     """(lu, pivots, permutation) of a pivoted LU factorization (JAX's lax.linalg.lu): unit
     lower L below the diagonal and U on and above it, 0-based row swaps, the permutation."""
-    a = _matrix("lu", x)
+    out: tuple[Tracer, Tracer, Tracer] = _factorization("lu", _lu, _matrix("lu", x))
+    return out
+
+
+def _lu(a: Tracer) -> tuple[Tracer, Tracer, Tracer]:
     xnp = _np()
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
@@ -145,7 +176,12 @@ def lu(x: Any) -> tuple[Tracer, Tracer, Tracer]:
 def qr(x: Any, full_matrices: bool = True) -> tuple[Tracer, Tracer]:
     """(q, r) with x = q r (JAX's lax.linalg.qr): q m x m and r m x n with `full_matrices`,
     else q m x k and r k x n (k = min(m, n))."""
-    a = _matrix("qr", x)
+    out: tuple[Tracer, Tracer] = _factorization("qr", _qr, _matrix("qr", x),
+                                                full_matrices=full_matrices)
+    return out
+
+
+def _qr(a: Tracer, full_matrices: bool) -> tuple[Tracer, Tracer]:
     xnp = _np()
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
@@ -169,9 +205,13 @@ def eigh(x: Any, lower: bool = True, symmetrize_input: bool = True) -> tuple[Tra
     """(v, w): eigenvectors (columns) and ascending real eigenvalues of a Hermitian matrix
     (JAX's lax.linalg.eigh); NaN where LAPACK fails."""
     a = _matrix("eigh", x, square=True)
-    xnp = _np()
     if symmetrize_input:
-        a = xnp.divide(xnp.add(a, _adjoint(a)), xnp.asarray(2, a.dtype))
+        a = _symmetrize(a)
+    out: tuple[Tracer, Tracer] = _factorization("eigh", _eigh, a, lower=lower)
+    return out
+
+
+def _eigh(a: Tracer, lower: bool) -> tuple[Tracer, Tracer]:
     n = a.shape[-1]
     batch = a.shape[:-2]
     op = "syevd" if a.ptype in (PT.F32, PT.F64) else "heevd"
@@ -185,7 +225,11 @@ def svd(x: Any, full_matrices: bool = True, compute_uv: bool = True) -> Any:
     """(u, s, vh) with x = u diag(s) vh, s descending, or s alone without `compute_uv`
     (u m x m and vh n x n with `full_matrices`, else m x k and k x n); NaN where LAPACK
     fails."""
-    a = _matrix("svd", x)
+    return _factorization("svd", _svd, _matrix("svd", x), full_matrices=full_matrices,
+                          compute_uv=compute_uv)
+
+
+def _svd(a: Tracer, full_matrices: bool, compute_uv: bool) -> Any:
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     k = min(m, n)

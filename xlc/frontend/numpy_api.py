@@ -540,6 +540,12 @@ from xlc.frontend.numpy_creation import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_creation import full, ones_like, zeros_like  # noqa: E402,F401
 from xlc.frontend.numpy_info import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_linalg import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_manip import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_math import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_poly import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_reductions import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_select import *  # noqa: E402,F401,F403
+from xlc.frontend.numpy_sets import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_shape import *  # noqa: E402,F401,F403
 from xlc.frontend.numpy_shape import broadcast_to, stack  # noqa: E402,F401
+from xlc.frontend.numpy_stats import *  # noqa: E402,F401,F403

@@ -4,6 +4,7 @@ JAX."""
 from __future__ import annotations
 
 import builtins
+import operator
 from typing import Any
 
 import numpy as np
@@ -96,14 +97,47 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Tr
 
 
 @eager_ok
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True,
-             dtype: Any = None) -> Tracer:
-    """`num` evenly spaced values from start to stop (static bounds)."""
-    pt = dtypes.to_ptype(dtype) if dtype is not None else PT.F32
-    div = (num - 1) if endpoint else num
-    step = (stop - start) / div if div > 0 else 0.0
-    i = _lax.convert_element_type(_lax.iota(PT.S32, num), PT.F32)
-    return _api().astype(_api().add(_api().multiply(i, step), start), pt)
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: Any = None, axis: int = 0) -> Any:
+    """`num` evenly spaced values from start to stop (scalars or arrays, which broadcast; the
+    values run along `axis`), as JAX computes them: start * (1 - t) + stop * t for t = i / div,
+    the endpoint exactly stop, differentiable in both. The type is `dtype`, else the bounds'
+    float type: f32 for Python numbers and integers, f64 for f64 arrays. With `retstep`,
+    (values, step)."""
+    xnp = _api()
+    if isinstance(num, Tracer) or operator.index(num) < 0:
+        raise trace_error(f"linspace: num must be a static non-negative int, got {num!r}")
+    s, e = xnp.promote(start, stop)
+    pt = dtypes.to_ptype(dtype) if dtype is not None else dtypes.canonical_float(s.ptype)
+    ct = dtypes.canonical_float(pt)
+    s, e = xnp.broadcast_arrays(xnp.astype(s, ct.dtype), xnp.astype(e, ct.dtype))
+    nd = s.ndim
+    if not -nd - 1 <= axis <= nd:
+        raise trace_error(f"linspace: axis {axis} is out of range for {nd + 1}-D values")
+    axis = axis % (nd + 1)
+    div = num - 1 if endpoint else num
+    nan = xnp.full(s.shape, np.nan, ct.dtype)
+    if num > 1:
+        delta = xnp.divide(xnp.subtract(e, s), xnp.asarray(div, ct.dtype))
+        real = {PT.C64: PT.F32, PT.C128: PT.F64}.get(ct, ct)
+        shape = [1] * (nd + 1)
+        shape[axis] = div
+        t = xnp.reshape(xnp.divide(_lax.iota(real, div), xnp.asarray(div, real.dtype)), shape)
+        t = xnp.astype(t, ct.dtype)
+        out = xnp.add(xnp.multiply(xnp.expand_dims(s, axis), xnp.subtract(1, t)),
+                      xnp.multiply(xnp.expand_dims(e, axis), t))
+        if endpoint:
+            out = xnp.concatenate([out, xnp.expand_dims(e, axis)], axis=axis)
+    elif num == 1:
+        delta = nan if endpoint else xnp.subtract(e, s)
+        out = xnp.expand_dims(s, axis)
+    else:
+        delta = nan
+        out = xnp.zeros(s.shape[:axis] + (0,) + s.shape[axis:], ct.dtype)
+    if pt.is_integer:
+        out = xnp.floor(out)
+    out = xnp.astype(out, pt.dtype)
+    return (out, delta) if retstep else out
 
 
 @eager_ok
