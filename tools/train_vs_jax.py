@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> int:
     import jax
     import jax.numpy as jnp
+    import xlc.numpy as xnp
 
     import xlc
-    import xlc.numpy as xnp
     from tests.frontend import test_training as tt
 
     print(f"{'model':<12} {'steps':>5} {'first loss':>11} {'last loss':>10} "

@@ -14,7 +14,6 @@ f32) and part of the signature by dtype, not value.
 from __future__ import annotations
 
 import dataclasses
-
 import functools
 import inspect
 import logging
