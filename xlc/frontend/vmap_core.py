@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from xlc.errors import UnsupportedOpError
 from xlc.frontend.tracer import Builder, Tracer, current_builder, emit, push_builder
@@ -55,6 +55,8 @@ class BatchCtx:
     size: int
     where: str
     tagged: set[int] = field(default_factory=set)
+    # id(custom_vjp/custom_jvp group) -> (its batched copy, whether batched): vmap_custom
+    custom_groups: dict[int, Any] = field(default_factory=dict)
 
 
 # ---- values -------------------------------------------------------------------------------------
@@ -224,6 +226,10 @@ def replay(ctx: BatchCtx, comp: HloComputation, bindings: dict[HloInstruction, V
                                      "no value (internal error)")
         start = len(builder.comp.instructions)
         env[inst] = batch_instruction(ctx, inst, [env[o] for o in inst.operands])
+        if inst.opcode is Opcode.COPY:  # perhaps a custom_vjp/custom_jvp output marker
+            from xlc.frontend.vmap_custom import carry_custom
+
+            carry_custom(ctx, inst, env)
         _tag(ctx, builder.comp.instructions[start:], inst)
     return [env[o] for o in outputs]
 
