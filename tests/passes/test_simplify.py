@@ -48,6 +48,32 @@ CASES = [
   z = s32[4] constant({0, 0, 0, 0})
   ROOT a = s32[4] add(z, p)""", """
   CHECK: ROOT %p = s32[4]{0} parameter(0)"""),
+    ("add-update-slice", """
+  acc = f32[8,3] parameter(0)
+  u = f32[2,3] parameter(1)
+  i = s32[] parameter(2)
+  z = f32[] constant(0)
+  zs = f32[8,3] broadcast(z), dimensions={}
+  j = s32[] constant(0)
+  d = f32[8,3] dynamic-update-slice(zs, u, i, j)
+  ROOT a = f32[8,3] add(acc, d)""", """
+  CHECK: dynamic-slice(%acc
+  CHECK: add(
+  CHECK: ROOT {{.*}}dynamic-update-slice(%acc
+  CHECK-NOT: broadcast("""),
+    ("add-update-slice", """
+  u = f32[2,3] parameter(0)
+  v = f32[2,3] parameter(1)
+  i = s32[] parameter(2)
+  z = f32[] constant(0)
+  zs = f32[8,3] broadcast(z), dimensions={}
+  j = s32[] constant(0)
+  d1 = f32[8,3] dynamic-update-slice(zs, u, i, j)
+  d2 = f32[8,3] dynamic-update-slice(zs, v, i, j)
+  ROOT a = f32[8,3] add(d1, d2)""", """
+  CHECK: add(%u, %v)
+  CHECK: ROOT {{.*}}dynamic-update-slice(
+  CHECK-NOT: add("""),
     ("sub-zero", """
   p = f32[3] parameter(0)
   z = f32[] constant(0)

@@ -4,6 +4,8 @@ Named rewrites (each counted in `AlgebraicSimplifier.stats` under its name):
 
 arithmetic (`simplify_arith.py`)
   1. add-zero               A+0 -> A, 0+A -> A
+     add-update-slice       A + dus(0, U, i) -> dus(A, ds(A, i) + U, i) (accumulating one
+                            slice costs the slice: reverse-mode scans)
   2. sub-zero               A-0 -> A
   3. mul-one                A*1 -> A, 1*A -> A
   4. int-mul-zero           A*0 -> 0 (integers / pred only: NaN*0 is NaN)
@@ -45,7 +47,7 @@ shapes (`simplify_shapes.py`)
  36. dot-vector-to-reduce   dot without free dims (vector.vector) -> reduce(multiply, 0, add)
 
 Copies are left alone (copy insertion owns them). Numerics: every rewrite is exact except the
-float reassociations XLA also makes: add-zero (-0 + 0 = +0), div-*-to-mul (reciprocal rounding),
+float reassociations XLA also makes: add-zero and add-update-slice (-0 + 0 = +0), div-*-to-mul (reciprocal rounding),
 log-exp (overflowing exp), dot-vector-to-reduce (summation order).
 
 Requires: a verified module. Guarantees: every replaced instruction's users see a value of the

@@ -17,6 +17,7 @@ from xlc.passes.simplify_util import (
     is_splat_of,
     literal_array,
     replace_with_operand,
+    same_shape,
     splat_value,
 )
 
@@ -26,13 +27,39 @@ def _et(inst: HloInstruction) -> PrimitiveType:
     return inst.shape.element_type
 
 
+def _zero_update(x: HloInstruction) -> bool:
+    """x = dynamic-update-slice(zeros, U, i...) used once."""
+    return (x.opcode is Opcode.DYNAMIC_UPDATE_SLICE and len(x.users) == 1
+            and is_splat_of(x.operands[0], 0))
+
+
 def rewrite_add(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
-    """`add-zero`: A+0 -> A and 0+A -> A."""
+    """`add-zero`: A+0 -> A and 0+A -> A. `add-update-slice`: A + dus(0, U, i) ->
+    dus(A, ds(A, i) + U, i) (either order; the start indices clamp alike in both), so an
+    accumulator that gains one slice per loop iteration (the transpose of a dynamic-slice
+    inside a loop: reverse-mode scan) costs the slice, not the whole array; likewise
+    dus(0, U, i) + dus(0, V, i) -> dus(0, U + V, i) (the same start indices)."""
     a, b = inst.operands
     if is_splat_of(b, 0):
         return replace_with_operand(inst, a, "add-zero")
     if is_splat_of(a, 0):
         return replace_with_operand(inst, b, "add-zero")
+    if (_zero_update(a) and _zero_update(b) and a.operands[2:] == b.operands[2:]
+            and a.operands[1].shape.dims == b.operands[1].shape.dims
+            and same_shape(a.shape, inst.shape) and same_shape(b.shape, inst.shape)):
+        part = rw.add(Opcode.ADD, a.operands[1].shape, [a.operands[1], b.operands[1]])
+        return "add-update-slice", rw.add(Opcode.DYNAMIC_UPDATE_SLICE, inst.shape,
+                                          [a.operands[0], part, *a.operands[2:]])
+    for acc, upd in ((a, b), (b, a)):
+        if (upd.opcode is Opcode.DYNAMIC_UPDATE_SLICE and len(upd.users) == 1
+                and is_splat_of(upd.operands[0], 0) and acc is not upd
+                and same_shape(acc.shape, inst.shape) and same_shape(upd.shape, inst.shape)):
+            part, idx = upd.operands[1], list(upd.operands[2:])
+            old = rw.add(Opcode.DYNAMIC_SLICE, part.shape, [acc, *idx],
+                         {"dynamic_slice_sizes": tuple(part.shape.dims)})
+            total = rw.add(Opcode.ADD, part.shape, [old, part])
+            return "add-update-slice", rw.add(Opcode.DYNAMIC_UPDATE_SLICE, inst.shape,
+                                              [acc, total, *idx])
     return None
 
 
