@@ -47,8 +47,9 @@ shapes (`simplify_shapes.py`)
  36. dot-vector-to-reduce   dot without free dims (vector.vector) -> reduce(multiply, 0, add)
 
 Copies are left alone (copy insertion owns them). Numerics: every rewrite is exact except the
-float reassociations XLA also makes: add-zero and add-update-slice (-0 + 0 = +0), div-*-to-mul (reciprocal rounding),
-log-exp (overflowing exp), dot-vector-to-reduce (summation order).
+float reassociations XLA also makes: add-zero and add-update-slice (-0 + 0 = +0),
+div-*-to-mul (reciprocal rounding), log-exp (overflowing exp), dot-vector-to-reduce
+(summation order).
 
 Requires: a verified module. Guarantees: every replaced instruction's users see a value of the
 same shape (an existing instruction replaces another only when the layouts agree; new
