@@ -500,3 +500,40 @@ def test_transposed_operands_big_dot_uses_packed_gemm() -> None:
              "rhs_contracting_dims={2}")
     check(_dot_text((2, 100, 120), (2, 110, 100), bdims, "f32[2,120,110]"),
           rand(2, 100, 120), rand(2, 110, 100, seed=5), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("hlo_text", [
+    # a vector times a matrix read along its rows (h @ w.T): the contiguous-reduction kernel
+    """HloModule vm
+ENTRY e {
+  h = f32[1,64] parameter(0)
+  w = f32[48,64] parameter(1)
+  ROOT d = f32[1,48] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}""",
+    """HloModule vm64
+ENTRY e {
+  h = f64[3,1,40] parameter(0)
+  w = f64[3,24,40] parameter(1)
+  ROOT d = f64[3,1,24] dot(h, w), lhs_batch_dims={0}, rhs_batch_dims={0},
+    lhs_contracting_dims={2}, rhs_contracting_dims={2}
+}""",
+    # the rhs contracting dim is not the contiguous one here: another kernel, same numbers
+    """HloModule vmcol
+ENTRY e {
+  h = f32[1,64] parameter(0)
+  w = f32[64,48]{0,1} parameter(1)
+  ROOT d = f32[1,48] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""",
+])
+def test_vector_times_row_major_matrix_matches_the_evaluator(hlo_text):
+    import xlc
+    from xlc.hlo.evaluator import evaluate
+    from xlc.hlo.parser import parse_module
+
+    module = parse_module(hlo_text)
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(p.shape.dims).astype(p.shape.element_type.dtype)
+            for p in module.entry.parameters]
+    got = xlc.compile(hlo_text)(*args)
+    want = evaluate(parse_module(hlo_text), args)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -228,6 +228,13 @@ def packed_gemm_plan(inst: HloInstruction, threads: int) -> DotGemm | None:
     return gemm_plan_for_dot(inst)
 
 
+def _contiguous_vector_matrix(plan: _DotPlan) -> bool:
+    """A vector (m = 1) times a matrix whose contracting dim is its contiguous one, as is the
+    vector's: each output element is a unit-stride dot product."""
+    return (_prod(plan.msizes) == 1 and len(plan.lc) == 1 and len(plan.rc) == 1
+            and plan.ls[plan.lc[0]] == 1 and plan.rs[plan.rc[0]] == 1)
+
+
 def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A dot as a loop nest (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)
@@ -242,8 +249,10 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         _register_accumulate(k, inst, plan, out_pt)
     elif matmul_applicable(inst, plan, em.threads) and not overlaps_an_operand(em, inst):
         emit_matmul(k, inst, plan, em.threads)
-    elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and _prod(plan.nsizes) == 1:
-        # matrix-vector / dot product: a reduction along k per output element
+    elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and (
+            _prod(plan.nsizes) == 1 or _contiguous_vector_matrix(plan)):
+        # matrix-vector / dot product / vector times a matrix read along its rows (h @ w.T,
+        # reverse-mode matvecs): a contiguous reduction along k per output element
         _register_accumulate(k, inst, plan, out_pt, reassoc=True)
     elif (out_pt in (PrimitiveType.F32, PrimitiveType.F64) and len(plan.msizes) == 1
           and len(plan.nsizes) == 1 and len(plan.ksizes) == 1):
