@@ -307,6 +307,22 @@ def _dot(b: _Builder) -> None:
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
 
 
+def _dot_rows(b: _Builder) -> None:
+    """x @ w.T (the rhs contracting on its contiguous dim), often of a single row: the CPU's
+    contiguous vector-matrix kernel (reverse-mode matvecs)."""
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
+    if x is None:
+        return
+    m, k = x.dims
+    if m > 1 and b.draw(st.booleans()):
+        x = b.emit(x.ty, (1, k), f"slice({x.name}), slice={{[0:1], [0:{k}]}}")
+        m = 1
+    n = b.draw(st.integers(1, 9))
+    w = b.param(x.ty, (n, k))
+    b.emit(x.ty, (m, n),
+           f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
+
+
 def _wide_dot(b: _Builder) -> None:
     """A dot with a wider result (n of 17 or 40): on big operands the CPU runs it on the packed
     GEMM, a `__xlc$gemm` custom-call whose workspace the buffer assignment places."""
@@ -419,8 +435,8 @@ def _sharding(b: _Builder) -> None:
 
 
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
-         _concatenate, _reverse, _iota, _reduce, _dot, _dynamic_slice, _narrow_sum, _arg_reduce,
-         _row_softmax, _batched_gather, _sharding)
+         _concatenate, _reverse, _iota, _reduce, _dot, _dot_rows, _dynamic_slice, _narrow_sum,
+         _arg_reduce, _row_softmax, _batched_gather, _sharding)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:

@@ -226,3 +226,15 @@ def test_control_flow_grads_match_jax(name):
     finally:
         config.update("jax_enable_x64", old)
     np.testing.assert_allclose(np.asarray(xlc.grad(f)(x)), want, rtol=1e-10, atol=1e-12)
+
+
+def test_derivative_marks_do_not_outlive_the_trace():
+    """stop_gradient marks, custom rule groups and loop trip counts are per trace: a long
+    program that traces many functions does not accumulate them."""
+    from xlc.frontend import autodiff, control_flow
+
+    f = lambda x: xnp.sum(lax.fori_loop(  # noqa: E731
+        0, 3, lambda i, c: _softplus(xlc.stop_gradient(c) + c), x))
+    g = np.asarray(xlc.grad(f)(np.ones(2)))
+    assert np.all(np.isfinite(g))
+    assert not autodiff._STOPPED and not autodiff._CUSTOM and not control_flow.TRIP_COUNTS

@@ -22,7 +22,14 @@ from typing import Any
 from xlc.errors import UnsupportedOpError
 from xlc.frontend import pytree
 from xlc.frontend.autodiff_rules import RULES, TUPLE_RULES
-from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_error
+from xlc.frontend.tracer import (
+    Tracer,
+    as_tracer,
+    current_builder,
+    emit,
+    trace_error,
+    trace_scoped,
+)
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.lapack import is_lapack_target
 from xlc.hlo.opcodes import Opcode
@@ -30,7 +37,7 @@ from xlc.hlo.opcodes import Opcode
 __all__ = ["grad", "value_and_grad", "vjp", "stop_gradient", "custom_vjp", "copy_marks",
            "drop_dead"]
 
-_STOPPED: set[int] = set()  # uids of stop_gradient copies
+_STOPPED: set[int] = trace_scoped(set())  # uids of stop_gradient copies
 
 
 class _CustomGroup:
@@ -63,7 +70,7 @@ class _CustomGroup:
         return group
 
 
-_CUSTOM: dict[int, _CustomGroup] = {}  # marker uid -> its group
+_CUSTOM: dict[int, _CustomGroup] = trace_scoped({})  # marker uid -> its group
 
 
 class custom_vjp:  # noqa: N801 - jax.custom_vjp's name

@@ -32,6 +32,7 @@ from xlc.frontend.tracer import (
     is_arraylike,
     push_builder,
     trace_error,
+    trace_scoped,
 )
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType as PT
@@ -249,7 +250,7 @@ def _fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init
     return result
 
 
-TRIP_COUNTS: dict[int, int] = {}
+TRIP_COUNTS: dict[int, int] = trace_scoped({})
 """uid of a while instruction -> its trip count, for the loops of fori_loop with static
 bounds and of scan (reverse-mode autodiff runs such loops backwards)."""
 

@@ -303,8 +303,7 @@ def _poisson_rejection(k: Any, lam: Tracer, shape: tuple[int, ...], odt: np.dtyp
     inv_alpha = xnp.add(1.1239, xnp.true_divide(1.1328, xnp.subtract(b, 3.4)))
     v_r = xnp.subtract(0.9277, xnp.true_divide(3.6224, xnp.subtract(b, 2)))
 
-    def body(c: Any) -> Any:
-        i, k_out, accepted, key = c
+    def propose(key: Any) -> Any:
         key, s0, s1 = _rsplit(key, 3)
         u = xnp.subtract(_runiform(s0, shape, lam.dtype), 0.5)
         v = _runiform(s1, shape, lam.dtype)
@@ -320,14 +319,29 @@ def _poisson_rejection(k: Any, lam: Tracer, shape: tuple[int, ...], odt: np.dtyp
                                                                  xnp.greater(v, us)))
         accept = xnp.logical_or(accept1, xnp.logical_and(xnp.logical_not(reject),
                                                          xnp.less_equal(s, tt)))
-        return (xnp.add(i, 1), xnp.where(accept, kk, k_out), xnp.logical_or(accepted, accept),
-                key)
+        return key, kk, accept
+
+    return _until_accepted(k, shape, lam.dtype, odt, max_iters, propose)
+
+
+def _until_accepted(k: Any, shape: tuple[int, ...], dtype: np.dtype, odt: Any, max_iters: float,
+                    propose: Any) -> Tracer:
+    """A rejection loop: `propose(key) -> (key, values, accepted)` runs until every element
+    has been accepted once or `max_iters` rounds; an element takes the value of each round
+    that accepts it (-1 where none did), as `odt`."""
+    xnp = _np()
+
+    def body(c: Any) -> Any:
+        i, out, accepted, key = c
+        key, values, accept = propose(key)
+        return (xnp.add(i, 1), xnp.where(accept, values, out),
+                xnp.logical_or(accepted, accept), key)
 
     def cond(c: Any) -> Tracer:
         return xnp.logical_and(xnp.any(xnp.logical_not(c[2])), xnp.less(c[0], max_iters))
 
-    init = (xnp.asarray(np.int32(0)), xnp.full(shape, -1, lam.dtype),
-            xnp.zeros(shape, "bool"), as_tracer(k))
+    init = (xnp.asarray(np.int32(0)), xnp.full(shape, -1, dtype), xnp.zeros(shape, "bool"),
+            as_tracer(k))
     return xnp.astype(while_loop(cond, body, init)[1], odt)
 
 
@@ -460,8 +474,7 @@ def _btrs(k: Any, count: Tracer, prob: Tracer, shape: tuple[int, ...], dt: np.dt
     max_iters = float(np.finfo(dt).max)
     log = xnp.log
 
-    def body(cr: Any) -> Any:
-        i, k_out, accepted, key = cr
+    def propose(key: Any) -> Any:
         key, s0, s1 = _rsplit(key, 3)
         u = _runiform(s0, shape, prob.dtype)
         v = _runiform(s1, shape, prob.dtype)
@@ -486,15 +499,9 @@ def _btrs(k: Any, count: Tracer, prob: Tracer, shape: tuple[int, ...], dt: np.dt
         ub = xnp.subtract(ub, _stirling_tail(xnp.subtract(count, kk)))
         accept = xnp.logical_or(accept1, xnp.logical_and(xnp.logical_not(reject),
                                                          xnp.less_equal(v, ub)))
-        return (xnp.add(i, 1), xnp.where(accept, kk, k_out), xnp.logical_or(accepted, accept),
-                key)
+        return key, kk, accept
 
-    def cond(cr: Any) -> Tracer:
-        return xnp.logical_and(xnp.any(xnp.logical_not(cr[2])), xnp.less(cr[0], max_iters))
-
-    init = (xnp.asarray(np.int32(0)), xnp.full(shape, -1, prob.dtype),
-            xnp.zeros(shape, "bool"), as_tracer(k))
-    return xnp.astype(while_loop(cond, body, init)[1], dt)
+    return _until_accepted(k, shape, prob.dtype, dt, max_iters, propose)
 
 
 def multinomial(k: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,

@@ -23,6 +23,7 @@ from xlc.frontend.tracer import (
     Tracer,
     as_tracer,
     emit,
+    end_of_outermost_trace,
     is_arraylike,
     push_builder,
     require_builder,
@@ -85,6 +86,17 @@ def trace_to_module(fn: Callable[..., Any], in_tree: pytree.TreeDef, in_avals: S
     module = HloModule(f"jit_{name}")
     entry = module.new_computation("main", entry=True)
     builder = Builder(module, entry, f"jit({name})", what=f"function {name}")
+    try:
+        return _trace_into(module, entry, builder, fn, in_tree, in_avals, name, param_names,
+                           user_fn)
+    finally:
+        end_of_outermost_trace()
+
+
+def _trace_into(module: HloModule, entry: HloComputation, builder: Builder,
+                fn: Callable[..., Any], in_tree: pytree.TreeDef, in_avals: Sequence[Aval],
+                name: str, param_names: Sequence[str] | None,
+                user_fn: Callable[..., Any] | None) -> TracedModule:
     with push_builder(builder), user_code(user_fn):
         params = []
         for i, av in enumerate(in_avals):

@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -206,6 +206,25 @@ def current_builder() -> Builder | None:
     """The innermost builder, or None outside any trace."""
     st = _stack()
     return st[-1] if st else None
+
+
+T = TypeVar("T", bound="set[Any] | dict[Any, Any]")
+_TRACE_SCOPED: list[Any] = []
+
+
+def trace_scoped(table: T) -> T:
+    """Register a module-level side table keyed by the instructions of a trace (autodiff's
+    marks, loop trip counts): it is cleared when the outermost trace ends, since no later
+    trace can see those instructions. Returns the table."""
+    _TRACE_SCOPED.append(table)
+    return table
+
+
+def end_of_outermost_trace() -> None:
+    """Clear the `trace_scoped` tables (called by staging when no trace is active any more)."""
+    if current_builder() is None:
+        for table in _TRACE_SCOPED:
+            table.clear()
 
 
 def require_builder(what: str) -> Builder:

@@ -125,8 +125,8 @@ def while_(ctx: BatchCtx, inst: HloInstruction, args: list[Val]) -> Val:
         return [strong(lax.select(_mask(p.t, o), o, t)) for o, t in zip(out, ts)]
 
     res = control_flow.while_loop(cond_fun, body_fun, list(init_ts))
-    trips = getattr(control_flow, "TRIP_COUNTS", None)
-    if trips is not None and inst.uid in trips and not pred_batched and res:
+    trips = control_flow.TRIP_COUNTS
+    if inst.uid in trips and not pred_batched and res:
         trips[res[0].inst.operands[0].uid] = trips[inst.uid]
     return _state(carry, res)
 
