@@ -427,3 +427,35 @@ def test_inspect_labels_pytree_arguments_by_path(tmp_path: Path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["input_labels"] == ["params['b']", "params['w']", "xs[0]", "xs[1]", "bias[0]",
                                     "scale"]
+
+
+def test_compile_under_a_memory_limit_and_inspect_says_what_was_recomputed(tmp_path: Path):
+    src = tmp_path / "chain.hlo"
+    dot = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    src.write_text(f"""HloModule chain
+ENTRY main {{
+  x = f32[64,64] parameter(0)
+  w = f32[64,64] parameter(1)
+  a = f32[64,64] dot(x, w), {dot}
+  b = f32[64,64] dot(a, w), {dot}
+  c = f32[64,64] dot(b, w), {dot}
+  d = f32[64,64] dot(c, w), {dot}
+  e = f32[64,64] dot(d, c), {dot}
+  f = f32[64,64] dot(e, b), {dot}
+  ROOT g = f32[64,64] dot(f, a), {dot}
+}}
+""")
+    art = tmp_path / "chain.xlc"
+    r = xlc("compile", str(src), "-o", str(art), "--memory-limit", "96KiB", "--backend",
+            "interpreter")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.endswith("peak memory 98304 bytes\n")
+    r = xlc("inspect", str(art))
+    assert r.returncode == 0, r.stderr
+    assert "  memory limit 98304 bytes: peak 114688 -> 98304 bytes (fits; rematerialization: " \
+        "1 action(s))\n    rematerialization: peak 98304 bytes after it\n      recomputed a " \
+        "(16384 bytes, dot) as a.remat before g\n" in r.stdout
+    bad = xlc("compile", str(src), "-o", str(art), "--memory-limit", "lots")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().endswith("--memory-limit: expected a byte count such as "
+                                       "1073741824, 512MiB or 2GB, got 'lots'")

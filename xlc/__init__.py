@@ -17,6 +17,7 @@ from xlc.errors import (
     CustomCallError,
     EvaluationError,
     LoweringError,
+    MemoryLimitError,
     ParseError,
     ShapeError,
     TraceError,
@@ -24,7 +25,7 @@ from xlc.errors import (
     VerificationError,
     XlcError,
 )
-from xlc.frontend import debug, lax, nn, random, tree_util
+from xlc.frontend import debug, dtypes, lax, nn, random, tree_util
 from xlc.frontend import numpy_api as numpy
 from xlc.frontend.arguments import ShapeDtype
 from xlc.frontend.autodiff import custom_vjp, grad, stop_gradient, value_and_grad, vjp
@@ -42,6 +43,7 @@ _sys.modules[__name__ + ".nn"] = nn
 _sys.modules[__name__ + ".debug"] = debug
 _sys.modules[__name__ + ".random"] = random
 _sys.modules[__name__ + ".tree_util"] = tree_util
+_sys.modules[__name__ + ".dtypes"] = dtypes
 
 
 def block_until_ready(x: object) -> object:
@@ -67,12 +69,12 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "jit", "ShapeDtype", "compile", "load", "numpy", "lax", "nn", "CompileOptions", "errors",
-    "DeviceArray", "pure_callback", "debug", "random", "tree_util", "block_until_ready",
+    "DeviceArray", "pure_callback", "debug", "random", "tree_util", "dtypes", "block_until_ready",
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "stop_gradient", "custom_vjp",
     "custom_jvp",
     "vmap",
     "XlcError", "ParseError", "VerificationError", "TraceError", "UnsupportedOpError",
     "LoweringError", "ArtifactError", "ArgumentError", "EvaluationError", "ShapeError",
-    "CustomCallError",
+    "CustomCallError", "MemoryLimitError",
     "__version__",
 ]

@@ -38,7 +38,7 @@ from xlc.frontend.arguments import (
 from xlc.frontend.staging import Aval, check_argnums, trace_to_module
 from xlc.hlo.ir import HloModule, IOAlias
 from xlc.hlo.shape import Shape
-from xlc.options import CompileOptions, default_options
+from xlc.options import CompileOptions, default_options, parse_bytes
 
 log = logging.getLogger("xlc.api")
 
@@ -146,8 +146,9 @@ class Compiled:
         """The executable's memory with the field names of JAX's `Compiled.memory_analysis()`
         (bytes): `argument_size_in_bytes`, `output_size_in_bytes`, `alias_size_in_bytes`,
         `temp_size_in_bytes`, `generated_code_size_in_bytes` (the object code where the
-        backend has one, else 0), `peak_memory_in_bytes`; the host_* fields are 0 (xlc keeps
-        no separate host buffers)."""
+        backend has one, else 0), `peak_memory_in_bytes`; `host_temp_size_in_bytes` holds
+        values offloaded to host memory (GPU, under a memory limit), the other host_* fields
+        are 0."""
         stats = self.memory_stats()
         code = getattr(self._exe, "object_code", None)
         return MemoryAnalysis(
@@ -156,7 +157,8 @@ class Compiled:
             alias_size_in_bytes=int(stats.get("alias_bytes", 0)),
             temp_size_in_bytes=int(stats.get("temp_bytes", 0)),
             generated_code_size_in_bytes=len(code()) if callable(code) else 0,
-            peak_memory_in_bytes=int(stats.get("peak_bytes", 0)))
+            peak_memory_in_bytes=int(stats.get("peak_bytes", 0)),
+            host_temp_size_in_bytes=int(stats.get("host_temp_bytes", 0)))
 
     def cost_analysis(self) -> dict[str, float]:
         """The optimized module's cost with JAX's keys: `flops`, `transcendentals`,
@@ -504,14 +506,23 @@ class Jitted:
 
 def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
-        backend: str | None = None) -> Any:
+        backend: str | None = None, memory_limit: int | str | None = None) -> Any:
     """Stage `fn` for compilation (usable as `@jit` or `@jit(static_argnums=...)`).
 
     Static arguments must be hashable and are part of the cache key; donated arguments are
-    recorded as `input_output_alias` entries for outputs of identical shape and dtype."""
+    recorded as `input_output_alias` entries for outputs of identical shape and dtype.
+    `memory_limit` (bytes, or a string such as "512MiB") bounds the program's peak memory
+    (CompileOptions.memory_limit: rematerialization and the other memory passes run until the
+    plan fits)."""
+    options = None
+    if memory_limit is not None:
+        limit = (parse_bytes(memory_limit, "jit: memory_limit") if isinstance(memory_limit, str)
+                 else memory_limit)
+        options = default_options().replace(memory_limit=limit)
+
     def wrap(f: Callable[..., Any]) -> Jitted:
         return Jitted(f, _norm_nums(static_argnums), static_argnames,
-                      _norm_nums(donate_argnums), backend)
+                      _norm_nums(donate_argnums), backend, options)
 
     return wrap if fn is None else wrap(fn)
 

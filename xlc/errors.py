@@ -70,3 +70,8 @@ class ShapeError(XlcError):
 class CustomCallError(XlcError):
     """A custom-call failed at run time: a user FFI target returned an error, or a host call
     (a LAPACK target, a Python callback) raised. The message names the target."""
+
+
+class MemoryLimitError(XlcError):
+    """The program cannot be brought under `memory_limit` (raised with `memory_limit_strict`;
+    the message gives the limit, the smallest peak reached and what was tried)."""

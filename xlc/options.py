@@ -39,6 +39,14 @@ class CompileOptions(BaseModel):
     gpu_streams: int = 1
     gpu_graphs: bool = Field(False, description="replay the GPU schedule as a CUDA graph")
     threads: int = Field(0, description="CPU threads for large kernels (0 = all cores)")
+    memory_limit: int | None = Field(None, ge=0, description="bytes the program may use at "
+                                     "its peak (parameters + outputs + temps, the buffer "
+                                     "assignment's peak_bytes); above it the memory passes "
+                                     "(rematerialization, host offload, convolution algorithm "
+                                     "choice) run until it fits; None: no limit")
+    memory_limit_strict: bool = Field(False, description="a MemoryLimitError when the plan "
+                                      "cannot be brought under memory_limit (else a warning "
+                                      "and the smallest peak reached)")
 
     def cache_key(self) -> str:
         """A stable hash of the options that influence generated code."""
@@ -60,7 +68,8 @@ _FLAG_KEYS = {
     "backend": "backend", "gpu-sm": "gpu_sm", "gpu-streams": "gpu_streams",
     "gpu-ptx-version": "gpu_ptx_version", "gpu-graphs": "gpu_graphs",
     "threads": "threads", "constant-folding-limit": "constant_folding_limit",
-    "cache-dir": "cache_dir",
+    "cache-dir": "cache_dir", "memory-limit": "memory_limit",
+    "memory-limit-strict": "memory_limit_strict",
 }
 
 
@@ -77,11 +86,30 @@ def parse_flags(text: str) -> dict[str, Any]:
         field = _FLAG_KEYS[key]
         if key == "no-fusion":
             out[field] = False
-        elif key in ("verify", "gpu-graphs"):
+        elif key == "memory-limit":
+            out[field] = parse_bytes(value, "XLC_FLAGS: --memory-limit")
+        elif key in ("verify", "gpu-graphs", "memory-limit-strict"):
             out[field] = value.lower() not in ("0", "false", "no") if value else True
         else:
             out[field] = value
     return out
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1000 ** 2, "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30}
+
+
+def parse_bytes(text: str, what: str) -> int:
+    """A byte count from `123`, `64KiB`, `1.5GB`, `512M` (k/m/g: binary; KB/MB/GB: decimal;
+    KiB/MiB/GiB: binary). ArgumentError naming `what` for anything else."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text or "")
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise ArgumentError(f"{what}: expected a byte count such as 1073741824, 512MiB or 2GB, "
+                            f"got {text!r}")
+    return int(float(m.group(1)) * _UNITS[unit])
 
 
 def _validation_message(e: ValidationError, names: dict[str, str] | None = None,

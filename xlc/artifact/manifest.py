@@ -170,6 +170,9 @@ class Manifest(_Model):
     constants: list[ConstantInfo] = Field(default_factory=list)
     memory_stats: dict[str, int] = Field(default_factory=dict)
     pass_timings: list[PassTime] = Field(default_factory=list)
+    memory_budget: list[str] = Field(default_factory=list, description="what fitting under "
+                                     "memory_limit did: the summary line, then one line per "
+                                     "pass and per recomputed or offloaded value")
     compile_seconds: dict[str, float] = Field(default_factory=dict)
     cache_key: str | None = Field(None, description="the compile-cache key an entry of the "
                                   "cache was stored under (checked on every hit)")
@@ -272,7 +275,7 @@ def tree_from_json(data: dict[str, Any]) -> Any:
     """Inverse of `tree_to_json`."""
     from xlc.frontend.pytree import TreeDef
 
-    kinds = ("leaf", "none", "tuple", "list", "dict")
+    kinds = ("leaf", "none", "float0", "tuple", "list", "dict")
     kind = data.get("kind")
     if kind not in kinds:
         raise ArtifactError(f"manifest: unknown pytree node kind {kind!r}")

@@ -192,6 +192,12 @@ def _parts(exe: Any) -> tuple[HloModule, Any, list[PassTime]]:
                         "module and buffer assignment")
 
 
+def _budget_lines(exe: Any) -> list[str]:
+    """The memory-limit report of the compile (`OptimizedModule.budget`), or none."""
+    budget = getattr(getattr(exe, "optimized", None), "budget", None)
+    return list(budget.lines()) if budget is not None else []
+
+
 def _allocations(assignment: Any) -> list[BufferAllocation]:
     """Copies of the assignment's allocations with their flags only (`to_json`), for the
     manifest: the LogicalBuffers stay with the compile."""
@@ -262,6 +268,7 @@ def build_archive(exe: Any, backend: str, signature: Signature,
                             for a in module.input_output_alias],
         allocations=_allocations(assignment), output_slices=slices, schedule=schedule,
         constants=constants, memory_stats=stats, pass_timings=timings,
+        memory_budget=_budget_lines(exe),
         compile_seconds=dict(compile_seconds or {}), cache_key=cache_key,
         members={n: MemberInfo(sha256=hashlib.sha256(b).hexdigest(), size=len(b))
                  for n, b in members.items()})

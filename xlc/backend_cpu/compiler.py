@@ -13,7 +13,7 @@ from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.dedupe import dedupe_functions
 from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
-from xlc.backend_cpu.gemm_workspace import GemmWorkspace
+from xlc.backend_cpu.gemm_workspace import GemmWorkspace, GemmWorkspaceShrink
 from xlc.backend_cpu.parallel import host_threads
 from xlc.backend_cpu.registry import EMITTERS
 from xlc.backend_cpu.sort_workspace import SortWorkspace
@@ -28,6 +28,7 @@ from xlc.passes.conv_to_dot import ConvToDot
 from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
+from xlc.passes.rematerialization import Rematerialization
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -42,9 +43,10 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     standard = standard_passes(options, row_fusion=True, fuse_gather=True)
     at = next(i for i, p in enumerate(standard) if p.name == CopyInsertion.name)
     return [
-        # Convolutions as patches @ kernel (im2col) on the packed GEMM; first, so that the
-        # transposes/slices it creates are simplified and fused like any others.
-        ConvToDot(),
+        # Convolutions as sums of patches @ kernel slices on the packed GEMM (im2col, per
+        # window position or in between: a cost model and the memory limit choose); first, so
+        # that the transposes/slices it creates are simplified and fused like any others.
+        ConvToDot(options.memory_limit, host_threads(options.threads)),
         *standard[:at],
         # Dots on the packed GEMM become custom-calls with a workspace output, so the GEMM's
         # packing scratch is a buffer of the assignment; after fusion (dots are never fused
@@ -58,8 +60,11 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
 
 def run_cpu_passes(module: HloModule, options: CompileOptions) -> OptimizedModule:
     """Run the CPU pipeline on `module` (in place), schedule it and assign its buffers."""
+    # Under a memory limit: recompute values first, then shrink GEMM workspaces (slower GEMMs)
+    threads = host_threads(options.threads)
     return optimize_module(module, options, passes=cpu_passes(options),
-                           alignment=CPU_ALIGNMENT, name="cpu")
+                           alignment=CPU_ALIGNMENT, name="cpu",
+                           budget_passes=[Rematerialization(), GemmWorkspaceShrink(threads)])
 
 
 def _check_entry(module: HloModule, ba: BufferAssignment) -> None:

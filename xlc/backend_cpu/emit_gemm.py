@@ -65,6 +65,9 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, label: str, plan: DotGemm,
     if (pack_fn := module.globals.get(f"{name}.pack")) is not None:
         pack_fn.linkage = "internal"
     nthreads = recommended_threads(spec, em.threads)
+    # a workspace shrunk under a memory limit (GemmWorkspaceShrink) holds fewer thread slots
+    while nthreads > 1 and scratch_bytes(spec, nthreads) > scratch_size:
+        nthreads -= 1
     if scratch_bytes(spec, nthreads) > scratch_size:
         raise LoweringError(f"CPU backend: the workspace of {label} holds {scratch_size} "
                             f"bytes, its GEMM needs {scratch_bytes(spec, nthreads)} on "

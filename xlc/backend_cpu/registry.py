@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from xlc.backend_cpu.emit_async_copy import emit_copy_start
 from xlc.backend_cpu.emit_control import emit_call, emit_conditional, emit_nothing, emit_while
 from xlc.backend_cpu.emit_conv import emit_convolution
 from xlc.backend_cpu.emit_dot import emit_dot
@@ -90,6 +91,10 @@ _DEDICATED: dict[Opcode, EmitFn] = {
     Opcode.REPLICA_ID: emit_device_id,
     Opcode.PARTITION_ID: emit_device_id,
     Opcode.ALL_REDUCE: emit_all_reduce,
+    # asynchronous copies are plain copies on the CPU (one memory): copy-done is the copy's
+    # destination already
+    Opcode.COPY_START: emit_copy_start,
+    Opcode.COPY_DONE: emit_nothing,
 }
 
 

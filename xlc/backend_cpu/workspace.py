@@ -37,6 +37,9 @@ class WorkspacePass(ABC):
             if edited:
                 comp.sort_post_order()
             changed |= edited
+        if changed:
+            module.schedule = None  # a schedule parsed from the input no longer fits; the
+            # memory scheduler at the end of the pipeline makes the new one
         return changed
 
     @abstractmethod

@@ -14,16 +14,27 @@ from dataclasses import dataclass, field
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.backend import GPU_ALIGNMENT
+from xlc.backend_gpu.emit_async_copy import check_host_buffers
 from xlc.backend_gpu.emitter import GpuEmitter
 from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.registry import EMITTERS, UNSUPPORTED
-from xlc.backend_gpu.streams import StreamPlan, plan_streams, prepare_multi_stream
+from xlc.backend_gpu.streams import (
+    StreamPlan,
+    copy_streams,
+    has_async_copies,
+    plan_streams,
+    prepare_multi_stream,
+)
 from xlc.errors import ArgumentError, UnsupportedOpError
+from xlc.hlo.cost_analysis import H100
 from xlc.hlo.ir import HloModule
 from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
+from xlc.passes.host_offload import HostOffload
+from xlc.passes.memory_budget import BudgetPass
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
 from xlc.passes.pipeline import FixedPoint, HloPass, dump_text
+from xlc.passes.rematerialization import Rematerialization
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -39,6 +50,25 @@ def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
         # kernel: `emit_row_fusion`), clean up, insert copies, schedule
         *standard_passes(options, row_fusion=True),
     ]
+
+
+PCIE_BYTES_PER_S = 25e9
+"""Host <-> device copy bandwidth per direction (pinned memory, PCIe 4/5 x16 in practice;
+not yet measured on the lent H100, see ../shared/reference/gpu-h100.md)."""
+
+
+OFFLOAD_MIN_BYTES = 1 << 16
+"""Values smaller than this stay on the device (each copy also costs a few microseconds of
+driver and DMA latency, which the cost model does not count)."""
+
+
+def gpu_budget_passes() -> list[BudgetPass]:
+    """What fits a GPU program under `CompileOptions.memory_limit`, in order: host offload
+    first (values idle across the peak wait in pinned host memory when the transfers hide
+    behind the kernels between, which costs no compute), then rematerialization (recomputes
+    what is cheap to recompute)."""
+    return [HostOffload(device=H100, pcie_bytes_per_s=PCIE_BYTES_PER_S,
+                        min_bytes=OFFLOAD_MIN_BYTES), Rematerialization()]
 
 
 @dataclass
@@ -63,7 +93,8 @@ def run_gpu_passes(module: HloModule, options: CompileOptions
     are assigned under the PredecessorHloOrdering of the stream assignment, and that
     assignment (instruction uid -> stream) is returned second (else None)."""
     opt = optimize_module(module, options, passes=gpu_passes(options),
-                          alignment=GPU_ALIGNMENT, name="gpu")
+                          alignment=GPU_ALIGNMENT, name="gpu",
+                          budget_passes=gpu_budget_passes())
     streams = None
     if options.gpu_streams > 1:
         opt.assignment, streams = prepare_multi_stream(module, options.gpu_streams,
@@ -110,7 +141,13 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     t1 = time.perf_counter()
     em = GpuEmitter(mod, opt.assignment, EMITTERS, UNSUPPORTED, sm=options.gpu_sm)
     seq = em.emit()
-    plan: StreamPlan = plan_streams(mod, seq, options.gpu_streams, streams)
+    check_host_buffers(opt.assignment.allocations, seq)
+    num_streams, ordered = options.gpu_streams, False
+    if has_async_copies(mod):  # one more stream for the transfers (streams.py)
+        num_streams += 1
+        if streams is None:
+            streams, ordered = copy_streams(mod, options.gpu_streams), True
+    plan: StreamPlan = plan_streams(mod, seq, num_streams, streams, ordered_copies=ordered)
     llvm_ir = str(em.llmod)
     t2 = time.perf_counter()
     ptx = nvptx.compile_ptx(llvm_ir, options.gpu_sm, ptx_version,

@@ -164,6 +164,22 @@ def device_free(ptr: int) -> None:
         pass
 
 
+def host_alloc(nbytes: int) -> int:
+    """cuMemHostAlloc (at least 1 byte, default flags: page-locked, portable to no other
+    context, not mapped into the device's address space: only copies reach it); returns the
+    host address. Used for allocations in host memory `S(5)` (host offload)."""
+    primary_context()
+    return int(check(driver().cuMemHostAlloc(max(1, nbytes), 0), "cuMemHostAlloc"))
+
+
+def host_free(ptr: int) -> None:
+    """cuMemFreeHost (errors at interpreter shutdown are ignored)."""
+    try:
+        driver().cuMemFreeHost(ptr)
+    except Exception:  # pragma: no cover - shutdown order
+        pass
+
+
 def to_device(arr: np.ndarray) -> DeviceArray:
     """Copy a numpy array to a new DeviceArray (synchronously)."""
     primary_context()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from xlc.backend_gpu.emit_async_copy import emit_copy_done, emit_copy_start
 from xlc.backend_gpu.emit_control import (
     emit_call,
     emit_conditional,
@@ -118,6 +119,9 @@ _DEDICATED: dict[Opcode, EmitFn] = {
     Opcode.ALL_REDUCE: emit_all_reduce,
     # targets with a host implementation (LAPACK, Python) run on the host between kernels
     Opcode.CUSTOM_CALL: emit_custom_call,
+    # asynchronous copies (host offload): a copy on the copy stream, a wait for it
+    Opcode.COPY_START: emit_copy_start,
+    Opcode.COPY_DONE: emit_copy_done,
 }
 
 

@@ -13,7 +13,8 @@ Per executable (created on its first run):
 * one device block per BufferAllocation: constants uploaded once, temp (the combined heap)
   allocated once and reused by every call, thread-local allocations get none; parameter blocks
   are reused for numpy arguments; outputs get fresh blocks per call (persistent ones in graph
-  mode, where results are always copied back);
+  mode, where results are always copied back); the temp heap of host memory `S(5)` (host
+  offload) is a pinned host block (cuMemHostAlloc), which only copy-start thunks touch;
 * `num_streams` streams and the plan's events; a thunk's stream waits for its `wait_events`,
   then the thunk is issued (`_ISSUE`: thunk type -> issuing function), then its `record_event`
   recorded; at the end stream 0 waits for `final_waits` and is synchronised;
@@ -37,14 +38,19 @@ from xlc.backend_gpu.cuda import (
     device_alloc,
     device_free,
     driver,
+    host_alloc,
+    host_free,
     load_module,
     primary_context,
     select_image,
     to_device,
 )
 from xlc.backend_gpu.device_array import DeviceArray, as_device_array
+from xlc.backend_gpu.emit_async_copy import is_host
 from xlc.backend_gpu.thunks import (
     ConditionalThunk,
+    CopyDoneThunk,
+    CopyStartThunk,
     DeviceToDeviceCopyThunk,
     DeviceToHostCopyThunk,
     HostCallThunk,
@@ -103,6 +109,7 @@ class GpuRuntime:
         self._fork = check(drv.cuEventCreate(ev_flags), "cuEventCreate")
         self.bases = [0] * len(exe.allocations)
         self._owned: list[int] = []
+        self._owned_host: list[int] = []
         self._param_blocks: dict[int, int] = {}
         self._out_blocks: dict[int, int] = {}
         self._graph_exec: Any = None
@@ -116,6 +123,9 @@ class GpuRuntime:
                     buf = np.frombuffer(data, dtype=np.uint8)
                     check(drv.cuMemcpyHtoD(ptr, buf.ctypes.data, len(data)), "cuMemcpyHtoD")
                 self.bases[a.index] = ptr
+            elif a.kind == "temp" and is_host(a):
+                self.bases[a.index] = ptr = host_alloc(a.size)
+                self._owned_host.append(ptr)
             elif a.kind == "temp":
                 self.bases[a.index] = self._alloc(a.size)
 
@@ -127,6 +137,8 @@ class GpuRuntime:
     def __del__(self) -> None:
         for ptr in getattr(self, "_owned", []):
             device_free(ptr)
+        for ptr in getattr(self, "_owned_host", []):
+            host_free(ptr)
 
     # ---- arguments and results ----------------------------------------------------------
     def _bind_params(self, args: list[Any], persistent: bool,
@@ -310,6 +322,20 @@ def _d2d(rt: GpuRuntime, t: DeviceToDeviceCopyThunk, stream: Any) -> None:
           "cuMemcpyDtoDAsync")
 
 
+_ASYNC_COPY = {"d2h": "cuMemcpyDtoHAsync", "h2d": "cuMemcpyHtoDAsync",
+               "d2d": "cuMemcpyDtoDAsync"}
+
+
+def _copy_start(rt: GpuRuntime, t: CopyStartThunk, stream: Any) -> None:
+    """The copy of a copy-start, on its (copy) stream: device <-> pinned host or on device."""
+    name = _ASYNC_COPY[t.direction]
+    check(getattr(rt.drv, name)(rt.address(t.dst), rt.address(t.src), t.src.size, stream), name)
+
+
+def _copy_done(rt: GpuRuntime, t: CopyDoneThunk, stream: Any) -> None:
+    """Nothing: the wait for the copy's event is the thunk's `wait_events`."""
+
+
 def _sequential(rt: GpuRuntime, t: SequentialThunk, stream: Any) -> None:
     for c in t.thunks:
         rt.execute(c)
@@ -383,6 +409,7 @@ _ISSUE: dict[type[Thunk], IssueFn] = {
     KernelThunk: _kernel, MemzeroThunk: _memzero, Memset32Thunk: _memset32,
     DeviceToDeviceCopyThunk: _d2d, SequentialThunk: _sequential, WhileThunk: _while,
     ConditionalThunk: _conditional, HostCallThunk: _host_call,
+    CopyStartThunk: _copy_start, CopyDoneThunk: _copy_done,
     HostToDeviceCopyThunk: _unsupported,
     DeviceToHostCopyThunk: _unsupported,
 }

@@ -15,6 +15,14 @@ Several streams (`prepare_multi_stream` before emission, `plan_streams` after):
   stream (an event recorded after the producer), dropping edges already implied by an earlier
   wait (`last_dependency[s1][s2]`); at the end stream 0 waits for every other stream.
 `validate_plan` re-checks the result with vector clocks (used by the tests).
+
+Asynchronous copies (copy-start / copy-done, from host offload): every top-level copy-start
+runs on one more stream, the **copy stream** (number `gpu_streams`), so a transfer overlaps the
+kernels; its copy-done stays on a compute stream and waits for the copy's event. With one
+compute stream buffers were assigned under the total order, so a copy-start also waits for the
+compute thunk issued right before it (`ordered_copies`: the bytes it writes may have been used
+by any earlier thunk); with several, the PredecessorHloOrdering covers the copy stream's chain
+like any other and the data / control edges decide the waits.
 """
 from __future__ import annotations
 
@@ -87,6 +95,20 @@ def producers(inst: HloInstruction) -> list[HloInstruction]:
     return out
 
 
+def has_async_copies(module: HloModule) -> bool:
+    """Whether the entry computation holds a copy-start (it then needs a copy stream)."""
+    assert module.entry is not None
+    return any(i.opcode is Opcode.COPY_START for i in module.entry.instructions)
+
+
+def copy_streams(module: HloModule, copy_stream: int) -> dict[int, int]:
+    """The stream map of a one-stream plan with a copy stream: every entry copy-start on
+    `copy_stream`, everything else on stream 0 (by instruction uid)."""
+    assert module.entry is not None
+    return {i.uid: copy_stream for i in module.entry.instructions
+            if i.opcode is Opcode.COPY_START}
+
+
 def bfs_order(module: HloModule) -> list[HloInstruction]:
     """The entry's instructions in BFS (Kahn, FIFO) order; ties keep the current schedule's
     order."""
@@ -127,8 +149,11 @@ def _reachability(order: list[HloInstruction]) -> dict[int, int]:
     return anc
 
 
-def assign_streams(module: HloModule, num_streams: int) -> dict[int, int]:
-    """Stream (0..num_streams-1) of every thunk-producing entry instruction, by uid."""
+def assign_streams(module: HloModule, num_streams: int,
+                   copy_stream: int | None = None) -> dict[int, int]:
+    """Stream (0..num_streams-1) of every thunk-producing entry instruction, by uid; with
+    `copy_stream`, every copy-start goes there and its copy-done to the stream of the copied
+    value's producer."""
     order = bfs_order(module)
     index = {i.uid: k for k, i in enumerate(order)}
     anc = _reachability(order)
@@ -137,6 +162,13 @@ def assign_streams(module: HloModule, num_streams: int) -> dict[int, int]:
         if inst.opcode in _THUNKLESS:
             continue
         prods = producers(inst)
+        if copy_stream is not None and inst.opcode is Opcode.COPY_START:
+            stream[inst.uid] = copy_stream
+            continue
+        if copy_stream is not None and inst.opcode is Opcode.COPY_DONE:
+            source = [stream.get(p.uid, 0) for p in producers(inst.operands[0])]
+            stream[inst.uid] = max([s for s in source if s != copy_stream], default=0)
+            continue
         if inst.opcode is Opcode.DOT or not prods:
             busy: dict[int, int] = {}
             for other, s in stream.items():
@@ -159,7 +191,8 @@ def prepare_multi_stream(module: HloModule, num_streams: int, alignment: int
     assert entry is not None and module.schedule is not None
     order = bfs_order(module)
     module.schedule[entry] = order
-    streams = assign_streams(module, num_streams)
+    streams = assign_streams(module, num_streams,
+                             num_streams if has_async_copies(module) else None)
     preds: dict[HloInstruction, list[HloInstruction]] = {}
     last: dict[int, HloInstruction] = {}
     for inst in order:
@@ -206,14 +239,18 @@ def _frontiers(module: HloModule, seq: SequentialThunk
 
 
 def plan_streams(module: HloModule, seq: SequentialThunk, num_streams: int,
-                 streams: dict[int, int] | None = None) -> StreamPlan:
+                 streams: dict[int, int] | None = None,
+                 ordered_copies: bool = False) -> StreamPlan:
     """Give every top-level thunk of `seq` its stream (`streams` by instruction uid, default
-    `assign_streams`) and its events (see the module docstring)."""
+    `assign_streams`) and its events (see the module docstring). With `ordered_copies`, each
+    copy-start also waits for the thunk issued before it on the other streams."""
     if num_streams <= 1:
         return StreamPlan(1, seq)
     if streams is None:
         streams = assign_streams(module, num_streams)
     insts, deps = _frontiers(module, seq)
+    if ordered_copies:
+        _order_copies(seq, insts, deps)
     last_dep = [[-1] * num_streams for _ in range(num_streams)]
     plan = StreamPlan(num_streams, seq)
     events: dict[int, int] = {}  # thunk position -> event id
@@ -245,6 +282,20 @@ def plan_streams(module: HloModule, seq: SequentialThunk, num_streams: int,
             plan.final_waits.append(events[j])
     plan.num_events = len(events)
     return plan
+
+
+def _order_copies(seq: SequentialThunk, insts: list[HloInstruction | None],
+                  deps: list[set[int]]) -> None:
+    """Make every top-level copy-start depend on the last thunk before it on another stream
+    (buffers assigned under the total order: the bytes it writes were free only from then)."""
+    last: int | None = None
+    for pos, _t in enumerate(seq.thunks):
+        inst = insts[pos]
+        if inst is not None and inst.opcode is Opcode.COPY_START:
+            if last is not None:
+                deps[pos].add(last)
+        else:
+            last = pos
 
 
 def validate_plan(module: HloModule, plan: StreamPlan) -> None:

@@ -181,6 +181,44 @@ class DeviceToHostCopyThunk(Thunk):
 
 
 @dataclass
+class CopyStartThunk(Thunk):
+    """copy-start: begin copying `src` into `dst` (`src.size` bytes) on the thunk's stream,
+    the copy stream for top-level copies (`streams.plan_streams`). `direction` says which
+    memories: "d2h" device -> pinned host (`S(5)`), "h2d" back, "d2d" within the device. Its
+    `wait_events` order it after the compute it depends on; the matching `CopyDoneThunk`
+    waits for the event recorded after it."""
+
+    src: Slice = field(kw_only=True)
+    dst: Slice = field(kw_only=True)
+    direction: str = "d2d"
+
+    kind = "copy_start"
+
+    def reads(self) -> list[Slice]:
+        return [self.src]
+
+    def writes(self) -> list[Slice]:
+        return [self.dst]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"src": self.src.to_json(), "dst": self.dst.to_json(),
+                "direction": self.direction}
+
+
+@dataclass
+class CopyDoneThunk(Thunk):
+    """copy-done: no work of its own; its `wait_events` (the event recorded after copy-start
+    `start`) make its stream wait until the copy has finished."""
+
+    start: str = ""
+
+    kind = "copy_done"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"start": self.start}
+
+
+@dataclass
 class SequentialThunk(Thunk):
     """Run `thunks` in order."""
 
@@ -305,6 +343,10 @@ _DECODERS: dict[str, Callable[[dict[str, Any], str, _Table], Thunk]] = {
                                                        dst=_sl(d, "dst", al)),
     "d2h_copy": lambda d, h, al: DeviceToHostCopyThunk(h, output=int(d["output"]),
                                                        src=_sl(d, "src", al)),
+    "copy_start": lambda d, h, al: CopyStartThunk(h, src=_sl(d, "src", al),
+                                                  dst=_sl(d, "dst", al),
+                                                  direction=str(d["direction"])),
+    "copy_done": lambda d, h, al: CopyDoneThunk(h, start=str(d["start"])),
     "sequential": lambda d, h, al: SequentialThunk(h, thunks=[thunk_from_dict(t, al)
                                                               for t in d["thunks"]]),
     "while": lambda d, h, al: WhileThunk(h, condition=_seq(d["condition"], al),

@@ -138,6 +138,10 @@ def _options(args: argparse.Namespace, **kw: Any) -> Any:
         kw["cache_dir"] = cache_dir
     if getattr(args, "backend", None):
         kw["backend"] = args.backend
+    if getattr(args, "memory_limit", None):
+        from xlc.options import parse_bytes
+
+        kw["memory_limit"] = parse_bytes(args.memory_limit, "--memory-limit")
     return opts.replace(**kw) if kw else opts
 
 
@@ -398,6 +402,10 @@ def inspect_text(data: dict[str, Any]) -> str:
                      f"{a['parameter_number']} {a['parameter_index']}")
     lines += ["", "memory:"]
     lines += [f"  {k:<16} {v:>12}" for k, v in data["memory"].items()]
+    budget = data.get("memory_budget") or []
+    lines += [f"  {line}" for line in budget[:60]]
+    if len(budget) > 60:
+        lines.append(f"    ... {len(budget) - 60} more")
     lines += ["", "allocations:"]
     for a in data["allocations"]:
         extra = f" parameter {a['parameter_number']}" if a["kind"] == "parameter" else ""

@@ -87,6 +87,9 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--static", action="append", metavar="NAME=VALUE",
                    help="a static keyword argument (Python literal or string; repeat)")
     c.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
+    c.add_argument("--memory-limit", metavar="BYTES",
+                   help="peak memory the program may use (e.g. 512MiB): rematerialization and "
+                   "the other memory passes run until it fits (docs/memory.md)")
     c.set_defaults(func=cmd_compile)
 
 

@@ -19,6 +19,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from xlc.errors import UnsupportedOpError
 from xlc.frontend import pytree
 from xlc.frontend.autodiff_rules import RULES, TUPLE_RULES
@@ -149,7 +151,7 @@ def _custom_backward(group: _CustomGroup, inst: HloInstruction, ct: Tracer | Non
                                        pytree.unflatten(tree, list(ts)), outs)[1])[0]
 
         start = len(out.builder.comp.instructions)
-        _, pull = vjp(tangent_map, *[xnp.zeros(a.shape, a.dtype) for a in args])
+        _, pull = pullback(tangent_map, *[xnp.zeros(a.shape, a.dtype) for a in args])
         res = pull([xnp.astype(c, m.shape.element_type.dtype)  # type: ignore[union-attr]
                     for c, m in zip(cts, group.markers)])
         # the tangent map's forward half (on zero tangents) is dead: LAPACK calls in it
@@ -337,10 +339,33 @@ def _tuple_backward(inst: HloInstruction, builder: Any, parts: list[Tracer | Non
     return rule(inst, elems, ops, parts)
 
 
+def zero_tangent(x: Tracer) -> Any:
+    """The zero tangent (or cotangent) of `x`: zeros of its dtype, or a float0 array for an
+    integer or boolean `x` (JAX's convention)."""
+    if x.ptype.is_float or x.ptype.is_complex:
+        return _np().zeros(x.shape, x.dtype)
+    return np.zeros(x.shape, pytree.FLOAT0)
+
+
+def is_float0(x: Any) -> bool:
+    """Whether `x` is a numpy array of dtype float0."""
+    return isinstance(x, np.ndarray) and x.dtype == pytree.FLOAT0
+
+
 def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
-    """(fn(*primals), vjp_fn) with vjp_fn(cotangent) -> one cotangent per primal (as pytrees);
-    with `has_aux`, fn returns (out, aux) and vjp returns (out, vjp_fn, aux). Inside a
-    trace."""
+    """(fn(*primals), vjp_fn) with vjp_fn(cotangent) -> one cotangent per primal (as pytrees;
+    float0 zeros for integer and boolean primals, as in JAX); with `has_aux`, fn returns
+    (out, aux) and vjp returns (out, vjp_fn, aux). Inside a trace."""
+    return _vjp(fn, primals, has_aux, float0=True)
+
+
+def pullback(fn: Callable[..., Any], *primals: Any) -> Any:
+    """`vjp` for derivative rules: integer primals get zero cotangents of their own dtype (a
+    rule's loop carries and tuples keep their types) instead of float0."""
+    return _vjp(fn, primals, False, float0=False)
+
+
+def _vjp(fn: Callable[..., Any], primals: tuple, has_aux: bool, float0: bool) -> Any:
     b = current_builder()
     if b is None:
         raise trace_error("xlc.vjp needs an active trace (call it inside an xlc.jit function, "
@@ -358,28 +383,31 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> Any:
 
     def vjp_fn(cotangent: Any) -> Any:
         xnp = _np()
-        ct_leaves, ct_tree = pytree.flatten(cotangent)
+        ct_leaves, ct_tree = pytree.flatten(cotangent, is_leaf=is_float0)
         if ct_tree != out_tree:
             raise trace_error(f"xlc.vjp: the cotangent has structure {ct_tree}, the output "
                               f"{out_tree}")
         totals: list[Any] = [None] * len(xs)
         for o, c in zip(outs, ct_leaves):
+            if not (o.ptype.is_float or o.ptype.is_complex) or is_float0(c):
+                continue  # an integer output has float0 cotangents: nothing flows back
             got = _backward(o, xs, first, as_tracer(c, o.ptype), f"xlc.grad of "
                             f"{getattr(fn, '__name__', 'function')}")
             for k, g in enumerate(got):
                 if g is not None:
                     totals[k] = g if totals[k] is None else xnp.add(totals[k], g)
-        grads = [t if t is not None else xnp.zeros(x.shape, x.dtype)
-                 for t, x in zip(totals, xs)]
+        grads = [t if t is not None else zero_tangent(x) if float0 else
+                 _np().zeros(x.shape, x.dtype) for t, x in zip(totals, xs)]
         return tuple(pytree.unflatten(tree, grads))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
 
 def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False) -> Callable[..., Any]:
+                   has_aux: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """A function returning (fn(*args), gradient of fn with respect to args[argnums]) (with
-    `has_aux`: ((value, aux), gradient)); fn must return a real scalar."""
+    `has_aux`: ((value, aux), gradient)); fn must return a real scalar. Integer or boolean
+    inputs are an error unless `allow_int`, which gives them float0 zero gradients (JAX)."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     name = getattr(fn, "__name__", "function")
 
@@ -395,9 +423,12 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
                                   f"{len(args)} arguments")
             for leaf in pytree.flatten(args[n])[0]:
                 t = as_tracer(leaf)
-                if not t.ptype.is_float:
+                if t.ptype.is_complex or (not t.ptype.is_float and not allow_int):
                     raise trace_error(f"xlc.grad of {name}: differentiating with respect to "
-                                      f"argument {n} needs float inputs, got {t.aval_text}")
+                                      f"argument {n} needs float inputs, got {t.aval_text}"
+                                      + ("" if t.ptype.is_complex else
+                                         " (allow_int=True gives integer and boolean inputs "
+                                         "float0 zero gradients)"))
 
         def partial(*diff: Any) -> Any:
             full = list(args)
@@ -421,10 +452,10 @@ def value_and_grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
 
 
 def grad(fn: Callable[..., Any], argnums: int | Sequence[int] = 0,
-         has_aux: bool = False) -> Callable[..., Any]:
+         has_aux: bool = False, allow_int: bool = False) -> Callable[..., Any]:
     """The gradient of real-scalar `fn` with respect to args[argnums] (a pytree like them);
-    with `has_aux`, (gradient, aux)."""
-    vg = value_and_grad(fn, argnums, has_aux)
+    with `has_aux`, (gradient, aux); `allow_int` as in `value_and_grad`."""
+    vg = value_and_grad(fn, argnums, has_aux, allow_int)
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:

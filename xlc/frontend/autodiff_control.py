@@ -184,7 +184,7 @@ def _while_vjp(inst: HloInstruction, elems: list[Tracer], ops: list[Tracer],
         vals = {j: lax.reshape(lax.dynamic_slice(buf, [idx] + [0] * (buf.ndim - 1),
                                                  (1,) + buf.shape[1:]), buf.shape[1:])
                 for j, buf in zip(stacked, bufs)}
-        _, pull = _autodiff().vjp(lambda *xs: inline(body, list(xs)), *state_of(vals))
+        _, pull = _autodiff().pullback(lambda *xs: inline(body, list(xs)), *state_of(vals))
         got = pull([xnp.astype(c, e.dtype) for c, e in zip(ct, elems)])
         return [xnp.astype(g, e.dtype) for g, e in zip(got, elems)]
 
@@ -281,7 +281,7 @@ def _cond_vjp(inst: HloInstruction, elems: list[Tracer], ops: list[Tracer],
     def branch(k: int) -> Callable[..., Any]:
         def fn(all_elems: list[list[Tracer]], cts: list[Tracer]) -> Any:
             mine = which[k]
-            _, pull = _autodiff().vjp(lambda *xs: inline(inst.called[k], list(xs)),
+            _, pull = _autodiff().pullback(lambda *xs: inline(inst.called[k], list(xs)),
                                       *all_elems[mine])
             got = pull(list(cts))
             return [[g if i == mine else _zeros(x) for g, x in zip(got, elems_i)]

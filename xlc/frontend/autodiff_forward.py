@@ -20,8 +20,11 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from xlc.errors import UnsupportedOpError
 from xlc.frontend import autodiff, pytree
+from xlc.frontend.autodiff import is_float0, zero_tangent
 from xlc.frontend.autodiff_control import JVP_RULES
 from xlc.frontend.autodiff_rules import RULES, TUPLE_RULES
 from xlc.frontend.tracer import Tracer, as_tracer, current_builder, emit, trace_error
@@ -100,7 +103,7 @@ def _local_rule(inst: HloInstruction, b: Any, op_tans: list[Tangent]) -> Tangent
         probe = paired_tuple(*[seeds[k] for k in live])
         if probe is None:
             return None
-        _, pull = autodiff.vjp(paired_tuple, *[seeds[k] for k in live])
+        _, pull = autodiff.pullback(paired_tuple, *[seeds[k] for k in live])
         got = pull(xnp.ones((), probe.dtype))
         result: list[Tracer | None] = [None] * len(elems)
         for k, g in zip(live, got):
@@ -120,7 +123,7 @@ def _local_rule(inst: HloInstruction, b: Any, op_tans: list[Tangent]) -> Tangent
     probe = paired(seed)
     if probe is None:
         return None
-    _, pull = autodiff.vjp(paired, seed)
+    _, pull = autodiff.pullback(paired, seed)
     return pull(xnp.ones((), probe.dtype))[0]
 
 
@@ -194,12 +197,25 @@ def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any])
 
         return xlc.jit(lambda p, t: jvp(fn, p, t))(tuple(primals), tuple(tangents))
     p_leaves, p_tree = pytree.flatten(list(primals))
-    t_leaves, t_tree = pytree.flatten(list(tangents))
+    t_leaves, t_tree = pytree.flatten(list(tangents), is_leaf=is_float0)
     ps = [as_tracer(p) for p in p_leaves]
-    ts = [as_tracer(t) for t in t_leaves]
-    if t_tree != p_tree or any(p.shape != t.shape for p, t in zip(ps, ts)):
+    if t_tree != p_tree or any(p.shape != np.shape(t) for p, t in zip(ps, t_leaves)):
         raise trace_error("xlc.jvp: tangents must have the primals' structure and shapes, got "
                           f"{t_tree} for {p_tree}")
+    ts: list[Tracer | None] = []
+    for k, (p, t) in enumerate(zip(ps, t_leaves)):
+        if p.ptype.is_float or p.ptype.is_complex:
+            if is_float0(t):
+                raise trace_error(f"xlc.jvp: primal {k} is {p.aval_text}, its tangent must be "
+                                  "an array of that dtype, got a float0 array")
+            ts.append(_np().astype(as_tracer(t), p.dtype))
+        elif not is_float0(t):
+            raise trace_error(f"xlc.jvp: primal {k} is {p.aval_text}; the tangent of an "
+                              "integer or boolean primal must be a float0 array "
+                              "(numpy.zeros(shape, xlc.dtypes.float0)), as in JAX, got "
+                              f"{getattr(t, 'dtype', type(t).__name__)}")
+        else:
+            ts.append(None)
     out_tree: list[Any] = []
 
     def flat(xs: list[Tracer]) -> list[Tracer]:
@@ -207,11 +223,10 @@ def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any])
         out_tree.append(td)
         return [as_tracer(v) for v in leaves]
 
-    outs, touts = jvp_elements(flat, ps, [_np().astype(t, p.dtype) for p, t in zip(ps, ts)])
-    xnp = _np()
-    touts_full = [t if t is not None else xnp.zeros(o.shape, o.dtype)
-                  for t, o in zip(touts, outs)]
-    return (pytree.unflatten(out_tree[0], outs), pytree.unflatten(out_tree[0], touts_full))
+    outs, touts = jvp_elements(flat, ps, ts)
+    return (pytree.unflatten(out_tree[0], outs),
+            pytree.unflatten(out_tree[0], [zero_tangent(o) if t is None else t
+                                           for t, o in zip(touts, outs)]))
 
 
 def linearize(fn: Callable[..., Any], *primals: Any) -> Any:

@@ -68,7 +68,7 @@ def vjp_of(fn: Callable[..., Sequence[Tracer]], args: Sequence[Tracer],
         outs = fn(*full)
         return tuple(outs[k] for k in live)
 
-    _, pull = autodiff.vjp(part, *[args[i] for i in diff])
+    _, pull = autodiff.pullback(part, *[args[i] for i in diff])
     got = pull(tuple(cts[k] for k in live))
     res: list[Tracer | None] = [None] * len(args)
     for i, g in zip(diff, got):

@@ -19,7 +19,11 @@ from typing import Any
 import numpy as np
 
 from xlc.errors import ArgumentError
+from xlc.frontend.pytree import FLOAT0
 from xlc.hlo.shape import PrimitiveType as PT
+
+# JAX's jax.dtypes.float0 (xlc.dtypes.float0): the tangent type of integer and boolean values
+float0 = FLOAT0
 
 # Weak (kind-only) lattice nodes.
 WEAK_INT = "i*"

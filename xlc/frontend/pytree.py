@@ -1,9 +1,11 @@
 """Pytrees: nested tuples, lists, dicts (sorted keys), namedtuples and registered node types
 (`register_node`, JAX's `register_pytree_node`) with array leaves.
 
-`None` is an empty subtree (no leaves), as in JAX. A `TreeDef` is hashable and printable, so it
-can be part of a cache key and of error messages (a registered node's auxiliary data must be
-hashable, as in JAX).
+`None` is an empty subtree (no leaves), as in JAX. So is a `float0` array (JAX's dtype of the
+zero cotangents of integer inputs, `FLOAT0` below): it holds no data, so it is a node that
+remembers its shape and never reaches a traced program or an executable's arguments. A
+`TreeDef` is hashable and printable, so it can be part of a cache key and of error messages (a
+registered node's auxiliary data must be hashable, as in JAX).
 """
 from __future__ import annotations
 
@@ -11,11 +13,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+# JAX's jax.dtypes.float0: a zero-size element type (the tangent/cotangent type of integer and
+# boolean values); numpy arrays of it carry only a shape
+FLOAT0 = np.dtype([("float0", np.void, 0)])
+
 
 @dataclass(frozen=True, slots=True)
 class TreeDef:
-    """The structure of a pytree: kind in {"leaf", "none", "tuple", "list", "dict"}, the dict
-    keys (sorted) and the children's TreeDefs."""
+    """The structure of a pytree: kind in {"leaf", "none", "float0", "tuple", "list", "dict",
+    "namedtuple", "custom"}, the dict keys (sorted; a float0 array's shape) and the children's
+    TreeDefs."""
 
     kind: str
     children: tuple[TreeDef, ...] = ()
@@ -33,6 +42,8 @@ class TreeDef:
             return "*"
         if self.kind == "none":
             return "None"
+        if self.kind == "float0":
+            return f"float0{list(self.keys)}"
         if self.kind == "tuple":
             inner = ", ".join(str(c) for c in self.children)
             return f"({inner},)" if len(self.children) == 1 else f"({inner})"
@@ -76,6 +87,8 @@ def flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[li
             return LEAF
         if x is None:
             return TreeDef("none")
+        if isinstance(x, np.ndarray) and x.dtype == FLOAT0:
+            return TreeDef("float0", keys=tuple(int(d) for d in x.shape))
         node = _NODES.get(type(x))
         if node is not None:
             children, aux = node[0](x)
@@ -105,6 +118,8 @@ def unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
             return next(it)
         if td.kind == "none":
             return None
+        if td.kind == "float0":
+            return np.zeros(td.keys, FLOAT0)
         kids = [go(c) for c in td.children]
         if td.kind == "tuple":
             return tuple(kids)
@@ -127,7 +142,7 @@ def leaf_paths(treedef: TreeDef, prefix: str = "") -> list[str]:
     """A readable path for every leaf (`[0]`, `['w']`, `[1][2]`), in leaf order."""
     if treedef.kind == "leaf":
         return [prefix]
-    if treedef.kind == "none":
+    if treedef.kind in ("none", "float0"):
         return []
     out: list[str] = []
     if treedef.kind == "dict":

@@ -336,6 +336,8 @@ NO_RULE: dict[Opcode, str] = {
     Opcode.DOMAIN: "sharding domains are made by the compiler, never traced",
     Opcode.ADD_DEPENDENCY: "token dependencies are made by the compiler, never traced",
     Opcode.ALL_REDUCE: "collectives are not traced by xlc's frontend (no named axes)",
+    Opcode.COPY_START: "asynchronous copies are made by the compiler (host offload)",
+    Opcode.COPY_DONE: "asynchronous copies are made by the compiler (host offload)",
 }
 
 ALWAYS: frozenset[Opcode] = frozenset({Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.COPY})

@@ -68,6 +68,8 @@ _BY_OPCODE: dict[Opcode, tuple[str, ...]] = {
     Opcode.CUSTOM_CALL: _CUSTOM_CALL,
     Opcode.DOMAIN: ("domain",),
     Opcode.ALL_REDUCE: _COLLECTIVE,
+    # kept raw: XLA's cross-program prefetch marks (current and older spelling)
+    Opcode.COPY_START: ("cross_program_prefetch_index", "is_cross_program_prefetch"),
 }
 
 _ALLOWED: dict[Opcode, frozenset[str]] = {

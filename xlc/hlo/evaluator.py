@@ -329,6 +329,17 @@ def _rng_get_and_update_state(ev: Evaluator, inst: HloInstruction, ops: list[Val
     return out
 
 
+def _copy_start(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value:
+    """(destination, source, context): host memory is the evaluator's only memory, so the
+    destination is a plain copy of the source."""
+    src = np.asarray(ops[0])
+    return (src.copy(), src, np.zeros((), dtype=np.uint32))
+
+
+def _copy_done(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value:
+    return ops[0][0]
+
+
 def _fusion(ev: Evaluator, inst: HloInstruction, ops: list[Value]) -> Value:
     return ev.run(inst.called[0], ops)
 
@@ -353,6 +364,8 @@ _CONTROL_HANDLERS: dict[Opcode, Handler] = {
     Opcode.RNG: _rng,
     Opcode.RNG_BIT_GENERATOR: rng_bit_generator_handler,
     Opcode.RNG_GET_AND_UPDATE_STATE: _rng_get_and_update_state,
+    Opcode.COPY_START: _copy_start,
+    Opcode.COPY_DONE: _copy_done,
 }
 
 DISPATCH: dict[Opcode, Handler] = {

@@ -122,6 +122,10 @@ _TABLE: list[tuple[str, str, int, str, str]] = [
     ("ALL_REDUCE", "all-reduce", -1, "other", "XS"),
     ("PARTITION_ID", "partition-id", 0, "leaf", ""),
     ("REPLICA_ID", "replica-id", 0, "leaf", ""),
+    # --- asynchronous copies (host offload) ---------------------------------------------
+    # copy-start(x) -> (destination, x, u32[] context); copy-done(start) -> destination
+    ("COPY_START", "copy-start", 1, "data", ""),
+    ("COPY_DONE", "copy-done", 1, "data", ""),
 ]
 # fmt: on
 
@@ -220,6 +224,8 @@ class Opcode(enum.Enum):
     ALL_REDUCE = "all-reduce"
     PARTITION_ID = "partition-id"
     REPLICA_ID = "replica-id"
+    COPY_START = "copy-start"
+    COPY_DONE = "copy-done"
 
     # ---- table-backed properties ----------------------------------------------------------
     @property
@@ -315,3 +321,7 @@ EMBEDDED_CALLERS: frozenset[Opcode] = frozenset({
 COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARISON_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom")
+
+ASYNC_COPY_OPCODES: frozenset[Opcode] = frozenset({Opcode.COPY_START, Opcode.COPY_DONE})
+"""The asynchronous copy pair: `copy-start` begins a copy (to another memory space, e.g. the
+pinned host memory `S(5)`) and `copy-done` waits for it (XLA's semantics)."""

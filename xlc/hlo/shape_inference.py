@@ -71,7 +71,8 @@ __all__ = [
     "infer_concatenate", "infer_pad", "infer_reverse", "infer_iota", "infer_reduce",
     "infer_reduce_window", "infer_select_and_scatter", "infer_dot", "infer_convolution",
     "infer_gather", "infer_scatter", "infer_sort", "infer_topk", "infer_tuple",
-    "infer_get_tuple_element", "infer_map", "infer_instruction_shape",
+    "infer_get_tuple_element", "infer_map", "infer_copy_start", "infer_copy_done",
+    "infer_instruction_shape",
 ]
 
 # ---- elementwise unary -------------------------------------------------------------------
@@ -546,6 +547,25 @@ def infer_get_tuple_element(shape: Shape, index: int) -> Shape:
     if not 0 <= index < len(shape.tuple_shapes):
         fail("get-tuple-element", f"index {index} out of range", fmt(shape))
     return shape.tuple_shapes[index].with_default_layout()
+
+
+def infer_copy_start(operand: Shape) -> Shape:
+    """`copy-start`: the tuple (destination, source, u32[] context) of an array operand; the
+    destination has the operand's dims and type (its layout names the target memory space)."""
+    require_array("copy-start", operand)
+    same = operand.with_default_layout()
+    return Shape.tuple_of([same, same, Shape.array(PrimitiveType.U32, ())])
+
+
+def infer_copy_done(operand: Shape) -> Shape:
+    """`copy-done`: the destination (element 0) of a copy-start's (dest, source, u32[])."""
+    parts = operand.tuple_shapes
+    if parts is None or len(parts) != 3 or not parts[0].is_array \
+            or not parts[0].compatible(parts[1]) or not parts[2].compatible(
+                Shape.array(PrimitiveType.U32, ())):
+        fail("copy-done", "operand must be a copy-start's (destination, source, u32[]) tuple",
+             fmt(operand))
+    return parts[0].with_default_layout()
 
 
 def infer_map(operands: Sequence[Shape], to_apply: HloComputation | None = None,

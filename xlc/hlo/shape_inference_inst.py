@@ -240,6 +240,8 @@ _RULES: dict[Opcode, _Rule] = {
     Opcode.ALL_REDUCE: _all_operands,
     Opcode.PARTITION_ID: _u32_scalar,
     Opcode.REPLICA_ID: _u32_scalar,
+    Opcode.COPY_START: lambda i: si.infer_copy_start(i.operands[0].shape),
+    Opcode.COPY_DONE: lambda i: si.infer_copy_done(i.operands[0].shape),
 }
 for _op in Opcode:
     if _op not in _RULES:

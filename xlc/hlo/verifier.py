@@ -196,6 +196,39 @@ def verify_instruction(inst: HloInstruction) -> None:
         raise instruction_error(inst, f"result shape does not match the inferred shape: "
                                       f"declared {fmt(inst.shape)} vs inferred {fmt(expected)}")
     _verify_workspace_call(inst)
+    _verify_async_copy(inst)
+
+
+def _verify_async_copy(inst: HloInstruction) -> None:
+    """copy-start / copy-done pairs (XLA's rules): a copy-start's source element has the
+    operand's layout and the destination its minor-to-major order (the memory space may
+    differ: that is the point); every user of a copy-start is a copy-done, whose operand is a
+    copy-start and whose shape is the destination's, memory space included."""
+    if inst.opcode is Opcode.COPY_START:
+        op = inst.operands[0].shape
+        dest, src = (inst.shape.tuple_shapes or ())[:2]
+        if src.layout != op.layout or _m2m(dest) != _m2m(op):
+            raise instruction_error(inst, f"copy-start: the source element must have the "
+                                          f"operand's layout and the destination its "
+                                          f"minor-to-major order, got {inst.shape} for "
+                                          f"operand {op}")
+        bad = [u.name for u in inst.users if u.opcode is not Opcode.COPY_DONE]
+        if bad:
+            raise instruction_error(inst, f"copy-start: every user must be a copy-done, got "
+                                          f"{', '.join(bad)}")
+    elif inst.opcode is Opcode.COPY_DONE:
+        start = inst.operands[0]
+        if start.opcode is not Opcode.COPY_START:
+            raise instruction_error(inst, f"copy-done: the operand must be a copy-start, got "
+                                          f"{start.opcode.text} '{start.name}'")
+        dest = (start.shape.tuple_shapes or ())[0]
+        if inst.shape.layout != dest.layout:
+            raise instruction_error(inst, f"copy-done: the result must have the destination's "
+                                          f"layout {dest}, got {inst.shape}")
+
+
+def _m2m(shape: Shape) -> tuple[int, ...] | None:
+    return shape.layout.minor_to_major if shape.layout is not None else None
 
 
 def _verify_workspace_call(inst: HloInstruction) -> None:

@@ -3,7 +3,8 @@
 - `in_place_pairs(inst)`: XLA's GetInPlaceInputOutputPairs (operand buffers an op updates in
   place: dynamic-update-slice, scatter, fusions rooted in them, declared
   `output_to_operand_aliasing`);
-- `value_source` / `value_readers`: follow a value through tuple / get-tuple-element / bitcast;
+- `value_source` / `value_readers`: follow a value through tuple / get-tuple-element / bitcast
+  (and through a copy-start's source element `{1}` and a copy-done's destination);
 - `can_share_operand_buffer`: XLA's CanShareOperandBufferWithUser (may a user's output reuse a
   dying operand's buffer), including the emitter contracts it relies on.
 
@@ -136,6 +137,10 @@ def value_source(inst: HloInstruction, index: ShapeIndex = ()) -> tuple[HloInstr
             inst = inst.operands[0]
         elif inst.opcode is Opcode.COPY and index:
             inst = inst.operands[0]
+        elif inst.opcode is Opcode.COPY_START and index[:1] == (1,):
+            inst, index = inst.operands[0], index[1:]
+        elif inst.opcode is Opcode.COPY_DONE:
+            inst, index = inst.operands[0], (0,) + index
         else:
             return inst, index
 
@@ -164,6 +169,12 @@ def value_readers(source: HloInstruction, index: ShapeIndex
                     work.append((user, ()))
                 elif user.opcode is Opcode.COPY and idx:
                     work.append((user, idx))
+                elif user.opcode is Opcode.COPY_START:
+                    # read by the copy, and held at {1} until its copy-done
+                    readers.append(user)
+                    work.append((user, (1,) + idx))
+                elif user.opcode is Opcode.COPY_DONE and idx[:1] == (0,):
+                    work.append((user, idx[1:]))
                 else:
                     readers.append(user)
     return readers, at_root

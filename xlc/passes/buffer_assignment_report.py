@@ -5,6 +5,9 @@ from typing import TYPE_CHECKING, Any
 
 from xlc.hlo.shape import ShapeIndex
 
+HOST_MEMORY_SPACE = 5
+"""XLA's memory space of pinned host memory (`S(5)` in a layout)."""
+
 if TYPE_CHECKING:
     from xlc.passes.buffer_assignment import BufferAllocation, BufferAssignment
 
@@ -15,14 +18,15 @@ def compute_stats(ba: BufferAssignment) -> dict[str, int]:
     - output_bytes: distinct slices of the entry result's leaves and index tables (aliased
       parameters included, like XLA's output_size_in_bytes);
     - alias_bytes: the part of the output living in io-aliased (donated) parameters;
-    - temp_bytes: the combined temp allocation(s); temp_lower_bound_bytes: peak live temps;
+    - temp_bytes: the combined temp allocation(s) in device memory; temp_lower_bound_bytes:
+      peak live temps; host_temp_bytes: temps offloaded to host memory (S(5), not in the peak);
     - peak_bytes = parameter + output - alias + temp."""
     from xlc.passes.buffer_assignment import temp_lower_bound
 
     df = ba.dataflow
     stats: dict[str, int] = {k: 0 for k in (
         "parameter_bytes", "output_bytes", "temp_bytes", "constant_bytes", "alias_bytes",
-        "thread_local_bytes", "parameter_count", "output_count", "temp_count",
+        "thread_local_bytes", "host_temp_bytes", "parameter_count", "output_count", "temp_count",
         "constant_count", "thread_local_count", "allocation_count", "buffer_count")}
     for alloc in ba.allocations:
         kind = alloc.kind
@@ -35,6 +39,8 @@ def compute_stats(ba: BufferAssignment) -> dict[str, int]:
         elif kind == "thread_local":
             stats["thread_local_bytes"] += alloc.size
             stats["thread_local_count"] += 1
+        elif kind == "temp" and alloc.color == HOST_MEMORY_SPACE:
+            stats["host_temp_bytes"] += alloc.size  # pinned host memory (offloaded values)
         elif kind == "temp":
             stats["temp_bytes"] += alloc.size
             stats["temp_count"] += len(alloc.assigned)

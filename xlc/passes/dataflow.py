@@ -4,7 +4,11 @@ A **LogicalBuffer** is an (instruction, ShapeIndex) that *defines* a value. The 
 module-scoped (like XLA's HloDataflowAnalysis in non-SSA mode): `tuple` and `copy` define only
 their top-level index table, `get-tuple-element` / `bitcast` / `domain` / `opt-barrier` forward,
 `while` / `call` / `conditional` define nothing (their values flow in from operands and callee
-roots) and the parameters of control-flow callees hold the caller's values.
+roots) and the parameters of control-flow callees hold the caller's values. `copy-start`
+defines its index table, the destination `{0}` (coloured by its layout's memory space, e.g.
+the host's `S(5)`) and the context `{2}`; its `{1}` is the operand's value (so the source stays
+live until the `copy-done`, which uses the whole tuple); `copy-done` forwards `{0}`. The
+context gets no storage (size 0): no emitter reads or writes it.
 
 **Alias sets** (XLA's HloBuffer) group the buffers that *must* share storage: everything carried
 through a `while` (init, body/condition parameter, body root, result), the branch roots of a
@@ -149,6 +153,8 @@ _FORWARDS_ALL = frozenset({Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST, Opcode.WHIL
                            Opcode.CONDITIONAL, Opcode.DOMAIN, Opcode.OPT_BARRIER,
                            Opcode.ADD_DEPENDENCY})
 _TOP_LEVEL_ONLY = frozenset({Opcode.TUPLE, Opcode.COPY})
+_ASYNC_COPY = frozenset({Opcode.COPY_START, Opcode.COPY_DONE})
+_COPY_START_DEFINES: tuple[ShapeIndex, ...] = ((), (0,), (2,))
 
 
 def _union(*sets: PointsTo) -> PointsTo:
@@ -192,6 +198,9 @@ class DataflowAnalysis:
         self._build_alias_sets()
         self.tables_without_storage: set[LogicalBuffer] = set()
         self._drop_unread_index_tables()
+        for b in self.buffers:  # a copy's progress is tracked by the runtime, not in memory
+            if b.instruction.opcode is Opcode.COPY_START and b.index == (2,):
+                b.size = 0
 
     # ---- definition ------------------------------------------------------------------------
     def _defined_indices(self, inst: HloInstruction) -> list[ShapeIndex]:
@@ -204,6 +213,10 @@ class DataflowAnalysis:
             return []
         if inst.opcode in _TOP_LEVEL_ONLY:
             return [()]
+        if inst.opcode is Opcode.COPY_START:
+            return list(_COPY_START_DEFINES)
+        if inst.opcode is Opcode.COPY_DONE:
+            return []
         return [i for i, _ in inst.shape.subshapes()]
 
     def _define_buffers(self) -> None:
@@ -245,6 +258,11 @@ class DataflowAnalysis:
             return dict(self._pts(inst.called[0].root))
         if op is Opcode.CONDITIONAL:
             return _union(*(self._pts(c.root) for c in inst.called))
+        if op is Opcode.COPY_START:  # {1}: the source, still read by the copy
+            return {(1,) + idx: s for idx, s in self._pts(inst.operands[0]).items()}
+        if op is Opcode.COPY_DONE:  # the destination
+            return {idx[1:]: s for idx, s in self._pts(inst.operands[0]).items()
+                    if idx[:1] == (0,)}
         if op is Opcode.PARAMETER:
             return self._flow_into_parameter(inst)
         return {}
@@ -272,6 +290,7 @@ class DataflowAnalysis:
             for _comp, insts in self._order:
                 for inst in insts:
                     if inst.opcode not in _FORWARDS_ALL and inst.opcode not in _TOP_LEVEL_ONLY \
+                            and inst.opcode not in _ASYNC_COPY \
                             and inst.opcode is not Opcode.PARAMETER:
                         continue
                     cur = self._points_to[inst.uid]
@@ -347,10 +366,11 @@ class DataflowAnalysis:
 
         Contract (emitters must honour it): the top-level index table of a tuple-shaped value
         defined by a non-parameter, non-root instruction of the entry or a control-flow
-        computation, whose users are all get-tuple-element, that is not live-out and never
-        flows anywhere else (not into a tuple, call, while or conditional: its only position
-        is its defining instruction) gets NO storage; an emitter must never write it (GTE of
-        such a value resolves statically to the element's own slice). The set is
+        computation, whose users are all get-tuple-element (or copy-done, which reads the
+        copy-start's elements, never its table), that is not live-out and never flows
+        anywhere else (not into a tuple, call, while or conditional: its only position is its
+        defining instruction) gets NO storage; an emitter must never write it (GTE of such a
+        value resolves statically to the element's own slice). The set is
         `tables_without_storage`."""
         for b in self.buffers:
             inst = b.instruction
@@ -362,7 +382,8 @@ class DataflowAnalysis:
                 continue
             if self._positions[b] != [(inst, ())]:
                 continue
-            if all(u.opcode is Opcode.GET_TUPLE_ELEMENT for u in inst.users):
+            if all(u.opcode in (Opcode.GET_TUPLE_ELEMENT, Opcode.COPY_DONE)
+                   for u in inst.users):
                 b.size = 0
                 self.tables_without_storage.add(b)
 

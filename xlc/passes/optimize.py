@@ -24,7 +24,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from xlc.errors import MemoryLimitError
 from xlc.hlo.ir import HloModule
+from xlc.hlo.verifier import verify_module
 from xlc.options import CompileOptions, default_options
 from xlc.passes import simplification_passes
 from xlc.passes.batched_indexing import BatchedIndexing
@@ -36,8 +38,10 @@ from xlc.passes.dce import DeadCodeElimination
 from xlc.passes.forwarding_layouts import ForwardingLayouts
 from xlc.passes.fusion import InstructionFusion
 from xlc.passes.heap_simulator import DEFAULT_ALIGNMENT
+from xlc.passes.memory_budget import BudgetPass, BudgetReport, fit_to_budget
 from xlc.passes.multi_output_fusion import MultiOutputFusion
 from xlc.passes.pipeline import FixedPoint, HloPass, PassTiming, Pipeline, dump_text
+from xlc.passes.rematerialization import Rematerialization
 from xlc.passes.row_fusion import RowFusion
 from xlc.passes.scheduler import MemoryScheduler
 from xlc.passes.spmd import SpmdAnnotations
@@ -73,8 +77,11 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
     # fusion, which would otherwise leave them as standalone copies.
     passes.append(TransposeFolding())
     if options.fusion:
-        # Producer-consumer fusion (loop and input fusions), then siblings reading one operand.
-        passes += [InstructionFusion(fuse_gather=fuse_gather), MultiOutputFusion()]
+        # Producer-consumer fusion (loop and input fusions), then siblings reading one operand;
+        # again while that changes anything (merging siblings can leave a producer with one
+        # user, which is then fusible into the merged fusion).
+        passes.append(FixedPoint([InstructionFusion(fuse_gather=fuse_gather),
+                                  MultiOutputFusion()], max_iters=4, name="fusion-rounds"))
         if row_fusion:
             # Row-wise softmax & co. as one kLoop fusion with its reductions inside.
             passes.append(RowFusion())
@@ -104,6 +111,7 @@ class OptimizedModule:
     assignment: BufferAssignment
     timings: list[PassTiming] = field(default_factory=list)
     seconds: float = 0.0
+    budget: BudgetReport | None = None  # what fitting under memory_limit did (None: no limit)
 
     def memory_stats(self) -> dict[str, int]:
         """Parameter / output / temp / constant / alias / peak bytes (and counts)."""
@@ -119,8 +127,12 @@ class OptimizedModule:
 def optimize_module(module: HloModule, options: CompileOptions | None = None,
                     passes: list[HloPass | FixedPoint] | None = None,
                     alignment: int = DEFAULT_ALIGNMENT,
-                    name: str = "standard", **overrides: Any) -> OptimizedModule:
-    """Run `passes` (default `standard_passes`) on `module` in place, then assign buffers.
+                    name: str = "standard", budget_passes: list[BudgetPass] | None = None,
+                    **overrides: Any) -> OptimizedModule:
+    """Run `passes` (default `standard_passes`) on `module` in place, then assign buffers;
+    with `options.memory_limit`, then run `budget_passes` (default: rematerialization) until
+    the device peak fits (`memory_budget.fit_to_budget`): a warning when it cannot, a
+    MemoryLimitError with `memory_limit_strict`.
 
     Requires a verified module. Guarantees: `module.schedule` is set, the returned assignment
     covers every buffer, and (when `options.verify`) the buffer-assignment validator passed.
@@ -136,13 +148,39 @@ def optimize_module(module: HloModule, options: CompileOptions | None = None,
     t1 = time.perf_counter()
     assignment = assign_buffers(module, alignment=alignment)
     t2 = time.perf_counter()
+    timings = list(pipeline.timings) + [PassTiming("buffer_assignment", t2 - t1, False)]
+    budget = None
+    if opts.memory_limit is not None:
+        assignment, budget = _fit(module, assignment, opts, alignment, budget_passes)
+        timings.append(PassTiming("memory_budget", time.perf_counter() - t2,
+                                  bool(budget.steps)))
     if opts.verify:
         validate_buffer_assignment(assignment)
-    timings = list(pipeline.timings) + [PassTiming("buffer_assignment", t2 - t1, False)]
     if opts.dump_to:
         from xlc.hlo.printer import print_module
 
         dump_text(opts, module.name, "after_optimizations.hlo", print_module(module))
         dump_text(opts, module.name, "buffer-assignment.txt", assignment.report())
     log.info("optimized %s in %.1f ms", module.name, 1e3 * (time.perf_counter() - t0))
-    return OptimizedModule(module, assignment, timings, time.perf_counter() - t0)
+    return OptimizedModule(module, assignment, timings, time.perf_counter() - t0, budget)
+
+
+def _fit(module: HloModule, assignment: BufferAssignment, opts: CompileOptions, alignment: int,
+         budget_passes: list[BudgetPass] | None) -> tuple[BufferAssignment, BudgetReport]:
+    assert opts.memory_limit is not None
+    passes: list[BudgetPass] = (budget_passes if budget_passes is not None
+                                else [Rematerialization()])
+    assignment, report = fit_to_budget(module, assignment, opts.memory_limit, passes,
+                                       lambda m: assign_buffers(m, alignment=alignment))
+    if opts.verify:
+        verify_module(module)
+    if not report.fits:
+        msg = (f"{module.name}: cannot fit under memory_limit={opts.memory_limit} bytes: the "
+               f"smallest peak reached is {report.peak_after} bytes (from "
+               f"{report.peak_before}; tried {', '.join(p.name for p in passes) or 'nothing'})")
+        if opts.memory_limit_strict:
+            raise MemoryLimitError(msg)
+        log.warning("%s", msg)
+    else:
+        log.info("%s", report.summary())
+    return assignment, report

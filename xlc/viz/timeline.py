@@ -3,7 +3,10 @@
 x axis: logical time (the module schedule flattened, callees inlined: `LiveRanges.sequence`);
 y axis: offset inside the allocation. Each buffer placed in a temp allocation (or a temp
 sharing an output allocation) is one rectangle spanning its live range x [offset,
-offset + size). The live-bytes curve below it marks the peak.
+offset + size). The live-bytes curve below it marks the peak. Values offloaded to host memory
+(`S(5)`, host offload) are drawn as category "offload": their host-resident stretch in the
+host allocation's panel and the copies bringing them back in the device panel. Values
+recomputed under a memory limit (rematerialization's `.remat` clones) are category "remat".
 """
 from __future__ import annotations
 
@@ -11,11 +14,14 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from xlc.hlo.opcodes import Opcode
+from xlc.hlo.opcodes import ASYNC_COPY_OPCODES, Opcode
+from xlc.passes.memory_budget import HOST_MEMORY_SPACE
+from xlc.passes.rematerialization import is_rematerialized
 from xlc.viz.graph import cap, human_bytes, node_id, shape_text
 
 if TYPE_CHECKING:
     from xlc.passes.buffer_assignment import BufferAllocation, BufferAssignment
+    from xlc.passes.dataflow import LogicalBuffer
 
 # category -> (fill, stroke, legend text)
 CATEGORIES: dict[str, tuple[str, str, str]] = {
@@ -25,6 +31,8 @@ CATEGORIES: dict[str, tuple[str, str, str]] = {
     "control": ("#b9a7f5", "#6246c7", "while / conditional / call"),
     "tuple": ("#c8ccd2", "#7b828c", "tuple index table"),
     "op": ("#7fd1b9", "#2a8f73", "other op"),
+    "offload": ("#d9e2ec", "#3b6fa0", "offloaded to host / copied back"),
+    "remat": ("#f7a8d8", "#a8327a", "recomputed (rematerialization)"),
 }
 _HEAVY = frozenset({Opcode.DOT, Opcode.CONVOLUTION, Opcode.REDUCE, Opcode.REDUCE_WINDOW,
                     Opcode.SORT, Opcode.SCATTER, Opcode.GATHER, Opcode.CUSTOM_CALL})
@@ -101,7 +109,9 @@ def build_timeline(ba: BufferAssignment) -> Timeline | None:
     times = [inst.name for inst in live.sequence]
     panels: list[TimelinePanel] = []
     for alloc in _panel_allocations(ba):
-        panel = TimelinePanel(alloc.index, alloc.kind, alloc.size)
+        kind = alloc.kind + (f", host S({HOST_MEMORY_SPACE})"
+                             if alloc.color == HOST_MEMORY_SPACE else "")
+        panel = TimelinePanel(alloc.index, kind, alloc.size)
         groups: dict[tuple[int, int], list] = {}
         for buf, (offset, _size) in alloc.assigned.items():
             aset = ba.dataflow.alias_set(buf)
@@ -118,8 +128,7 @@ def build_timeline(ba: BufferAssignment) -> Timeline | None:
             panel.rects.append(BufferRect(
                 label=f"{inst.name}{idx}", inst_id=node_id(inst),
                 shape=shape_text(first.shape),
-                category=_CATEGORY_OF.get(inst.opcode, "op") if not first.is_tuple
-                else "tuple",
+                category=_category(first),
                 offset=offset, size=max(b.size for b in bufs),
                 start=min(r.start for r in ranges), end=max(r.end for r in ranges),
                 names=sorted({b.instruction.name for b in bufs})))
@@ -127,6 +136,16 @@ def build_timeline(ba: BufferAssignment) -> Timeline | None:
         panel.live = live_bytes(panel.rects, end_time)
         panels.append(panel)
     return Timeline(times, panels)
+
+
+def _category(buf: LogicalBuffer) -> str:
+    """The legend category of a buffer: offload for host-resident values and copies, remat for
+    values a rematerialization recomputed, else by the defining opcode."""
+    if buf.color == HOST_MEMORY_SPACE or buf.instruction.opcode in ASYNC_COPY_OPCODES:
+        return "offload"
+    if is_rematerialized(buf.instruction):
+        return "remat"
+    return "tuple" if buf.is_tuple else _CATEGORY_OF.get(buf.instruction.opcode, "op")
 
 
 def mark_shared_steps(rects: list[BufferRect]) -> None:

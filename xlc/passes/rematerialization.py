@@ -1,0 +1,451 @@
+"""Rematerialization: recompute values at the memory peak instead of keeping them live (XLA's
+HloRematerialization, on the entry computation of a scheduled, assigned module).
+
+A budget pass (`memory_budget.BudgetPass`): given the buffer assignment and a limit on the
+device peak, it models the entry schedule as positions with the temp bytes live at each one
+(entry values by their alias sets' live ranges; values inside while bodies and other callees
+count at their caller's position), and while the modelled peak is above the target:
+1. takes the peak position P and the values live across it: defined before P, read again after
+   it, nothing else sharing their storage (a singleton alias set, no forwarding users);
+2. keeps those whose instruction can be recomputed: a pure fusion (no rng, custom-call or side
+   effect inside) or a pure, non-control instruction of an array shape; every operand an array
+   whose storage nobody overwrites after it is defined;
+3. scores each by recompute time (`hlo.cost_analysis` bytes and flops over a nominal machine)
+   per byte saved at P, where the bytes saved are the value's size less the operands whose
+   live range must now be extended across P; takes the cheapest with a positive saving;
+   Chains (operands that died before P recomputed too) are at most FIRST_CHAIN long at
+   first, then twice as long whenever no shorter one helps;
+4. clones it (a fusion with its own fused computation) right before its first use after P,
+   points every later use at the clone, and updates the model.
+A value with no use left before P is moved rather than copied. Values the clone reads become
+live longer: a later round may recompute them too, so chains of cheap ops are rebuilt one at a
+time. The target starts at the limit less the non-temp bytes (parameters, outputs) and is
+scaled by the packing overhead the heap simulator showed (allocation size / modelled peak).
+
+Requires: `module.schedule` covering the entry and `assignment` computed from it. Guarantees:
+the module stays verified and scheduled (clones are placed in the entry sequence), values are
+unchanged (only pure instructions are recomputed, from operands nobody has overwritten), and
+`actions` names every recomputed value and where its copy runs. Never recomputes rng,
+custom-calls (GEMM workspaces included), while/conditional/call or side-effecting ops.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from xlc.hlo.cost_analysis import instruction_cost
+from xlc.hlo.gemm_call import GEMM_TARGET
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import ASYNC_COPY_OPCODES, Opcode
+from xlc.passes.buffer_assignment import BufferAssignment
+from xlc.passes.dataflow import DataflowAnalysis
+from xlc.passes.flatten_call_graph import clone_computation
+from xlc.passes.memory_budget import device_peak_bytes
+
+log = logging.getLogger("xlc.passes.rematerialization")
+
+BYTES_PER_SECOND = 20e9
+"""Nominal memory bandwidth of the recompute-time estimate (only ratios matter)."""
+FLOPS_PER_SECOND = 50e9
+"""Nominal arithmetic rate of the recompute-time estimate."""
+MAX_CLONES = 4096
+"""Upper bound on recomputations per call (each one costs an O(n) model update)."""
+MAX_STALLED = 8
+"""Recomputations in a row that lower neither the modelled peak nor the number of positions at
+it, after which longer chains are tried (or the pass stops)."""
+FIRST_CHAIN = 2
+"""Chains of at most this many instructions (get-tuple-elements not counted) are tried first;
+the bound doubles (up to MAX_CHAIN) when no chain that short lowers the peak, so that a long
+chain of layers is cut into segments recomputed from kept values (checkpoints) instead of
+each value being rebuilt from the start of the chain."""
+MAX_CHAIN = 32
+"""The most instructions recomputed together for one kept value."""
+
+_NOT_RECOMPUTED = frozenset({
+    Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST,
+    Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL, Opcode.CUSTOM_CALL, Opcode.RNG,
+    Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE, Opcode.AFTER_ALL,
+    Opcode.COPY,  # copies exist for aliasing (copy insertion); recomputing one saves nothing
+    *ASYNC_COPY_OPCODES,  # host offload's transfers
+})
+_FORWARDING = frozenset({Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST})
+
+
+@dataclass
+class _Range:
+    """A live range in the model: bytes, and the instructions where it starts and ends."""
+
+    size: int
+    start: HloInstruction
+    end: HloInstruction
+
+
+class _Model:
+    """Entry positions, the temp ranges live over them, and per-value ranges."""
+
+    def __init__(self, module: HloModule, ba: BufferAssignment):
+        assert module.entry is not None and module.schedule is not None
+        self.entry: HloComputation = module.entry
+        self.seq: list[HloInstruction] = module.schedule[module.entry]
+        self.df: DataflowAnalysis = ba.dataflow
+        live = ba.live_ranges
+        assert live is not None
+        # flattened time -> the entry instruction whose step covers it (callees run first)
+        covering: list[HloInstruction] = []
+        for inst in self.seq:
+            t = live.time(inst)
+            while len(covering) <= t:
+                covering.append(inst)
+        temp_sets: set[int] = set()
+        for alloc in ba.temp_allocations:
+            if alloc.color == 0:
+                temp_sets.update(self.df.alias_set(buf).id for buf in alloc.assigned)
+        self.ranges: list[_Range] = []
+        self.of_set: dict[int, _Range] = {}    # alias set id -> its range
+        self.own: dict[int, _Range] = {}  # clone uid -> its range
+        self.defined: dict[int, list[_Range]] = {}  # uid -> ranges of sets only it defines
+        self.clones: set[int] = set()
+        for aset in self.df.alias_sets:
+            hull = live.set_range(aset) if aset.id in temp_sets else None
+            if hull is None:
+                continue
+            last = len(covering) - 1
+            r = _Range(aset.size, covering[min(hull.start, last)], covering[min(hull.end, last)])
+            self.ranges.append(r)
+            self.of_set[aset.id] = r
+            owners = {b.instruction for b in aset.buffers}
+            if len(owners) == 1:  # dropped with its instruction (see _remove_dead)
+                self.defined.setdefault(aset.buffers[0].instruction.uid, []).append(r)
+        self.renumber()
+
+    def renumber(self) -> None:
+        self.pos = {inst.uid: i for i, inst in enumerate(self.seq)}
+
+    def curve(self) -> list[int]:
+        """Temp bytes live at each entry position."""
+        delta = [0] * (len(self.seq) + 1)
+        for r in self.ranges:
+            delta[self.pos[r.start.uid]] += r.size
+            delta[self.pos[r.end.uid] + 1] -= r.size
+        out, acc = [], 0
+        for d in delta[:-1]:
+            acc += d
+            out.append(acc)
+        return out
+
+    def value_range(self, inst: HloInstruction) -> _Range | None:
+        """The range of the storage holding `inst`'s value when that storage holds nothing
+        else (a singleton alias set; a clone's own range), else None."""
+        if inst.uid in self.clones:
+            return self.own.get(inst.uid)
+        bufs = self.df.buffers_at(inst, ())
+        if len(bufs) != 1 or len(self.df.alias_set(bufs[0]).buffers) != 1:
+            return None
+        return self.of_set.get(self.df.alias_set(bufs[0]).id)
+
+    def operand_ranges(self, o: HloInstruction) -> list[_Range]:
+        """The temp ranges holding what `o` reads from (none for parameters, constants and
+        outputs, which live throughout)."""
+        if o.uid in self.clones:
+            own = self.own.get(o.uid)
+            return [own] if own is not None else []
+        out = []
+        for buf in self.df.buffers_at(o, ()):
+            r = self.of_set.get(self.df.alias_set(buf).id)
+            if r is not None and r not in out:
+                out.append(r)
+        return out
+
+    def next_writer(self, inst: HloInstruction) -> int | None:
+        """The earliest position after `inst`'s at which an instruction defines a buffer that
+        shares storage with one `inst` may hold (an in-place update, e.g. of a donated
+        parameter): a recomputation reading `inst` must run before it. None: no such
+        writer."""
+        if inst.uid in self.clones:
+            return None
+        p = self.pos[inst.uid]
+        first: int | None = None
+        for buf in self.df.buffers_at(inst, ()):
+            for other in self.df.alias_set(buf).buffers:
+                owner = other.instruction
+                while owner.parent is not self.entry:  # a callee's buffer: its caller's step
+                    callers = self.df.callers.get(owner.parent, [])  # type: ignore[arg-type]
+                    if not callers:
+                        return p
+                    owner = callers[0]
+                q = self.pos.get(owner.uid)
+                if q is None:
+                    return p
+                if q > p and (first is None or q < first):
+                    first = q
+        return first
+
+
+_REMAT_NAME = re.compile(r"\.remat(\.\d+)?$")
+
+
+def is_rematerialized(inst: HloInstruction) -> bool:
+    """Whether `inst` is a recomputed copy this pass made (named `<original>.remat`, with a
+    `.N` suffix when the name was taken, as XLA names its clones)."""
+    return _REMAT_NAME.search(inst.name) is not None
+
+
+def _pure_computation(comp: HloComputation, seen: set[int] | None = None) -> bool:
+    seen = seen if seen is not None else set()
+    if id(comp) in seen:
+        return True
+    seen.add(id(comp))
+    for inst in comp.instructions:
+        if inst.opcode.has_side_effect or inst.opcode in (
+                Opcode.CUSTOM_CALL, Opcode.RNG, Opcode.RNG_BIT_GENERATOR,
+                Opcode.RNG_GET_AND_UPDATE_STATE):
+            return False
+        if not all(_pure_computation(c, seen) for c in inst.called):
+            return False
+    return True
+
+
+def recomputable(inst: HloInstruction) -> bool:
+    """Whether `inst` may be cloned as the value a rematerialization keeps: an array-valued,
+    pure, non-control instruction (a fusion whose body is pure), or a get-tuple-element of a
+    packed GEMM (recomputed together with it, see `recomputable_member`)."""
+    if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
+        return inst.shape.is_array and _is_gemm(inst.operands[0])
+    if inst.opcode in _NOT_RECOMPUTED or inst.opcode.has_side_effect or \
+            inst.opcode.is_control_flow:
+        return False
+    if not inst.shape.is_array or any(not o.shape.is_array for o in inst.operands):
+        return False
+    return all(_pure_computation(c) for c in inst.called)
+
+
+def recomputable_member(inst: HloInstruction) -> bool:
+    """Whether `inst` may be recomputed as part of a chain that ends in a kept value: what
+    `recomputable` accepts, plus the packed GEMM's custom-call (a pure function of its
+    operands whose second output is scratch)."""
+    return recomputable(inst) or _is_gemm(inst)
+
+
+def _is_gemm(inst: HloInstruction) -> bool:
+    return inst.opcode is Opcode.CUSTOM_CALL and \
+        inst.attrs.get("custom_call_target") == GEMM_TARGET and \
+        all(o.shape.is_array for o in inst.operands)
+
+
+def recompute_seconds(inst: HloInstruction) -> float:
+    """The nominal time to run `inst` again (bytes and flops over the nominal rates)."""
+    c = instruction_cost(inst)
+    return (c.bytes_accessed / BYTES_PER_SECOND
+            + (c.flops + 10 * c.transcendentals) / FLOPS_PER_SECOND)
+
+
+@dataclass
+class _Plan:
+    """One candidate: recompute `members` (schedule order, the kept value last) before
+    `first`, the first use of the value after the peak."""
+
+    value: HloInstruction
+    members: list[HloInstruction]
+    later: list[HloInstruction]
+    saved: int
+    seconds: float
+
+
+class Rematerialization:
+    """Budget pass "rematerialization" (see the module docstring)."""
+
+    name = "rematerialization"
+
+    def __init__(self) -> None:
+        self.actions: list[str] = []
+        self.recomputed_seconds = 0.0
+        self.depth = FIRST_CHAIN
+
+    def run_budget(self, module: HloModule, assignment: BufferAssignment, limit: int) -> bool:
+        """Recompute values at the modelled peak until it is under the target; True when
+        anything changed."""
+        if module.entry is None or module.schedule is None or assignment.live_ranges is None:
+            return False
+        model = _Model(module, assignment)
+        temp = sum(a.size for a in assignment.temp_allocations if a.color == 0)
+        fixed = device_peak_bytes(assignment) - temp
+        curve = model.curve()
+        modelled = max(curve, default=0)
+        if modelled <= 0:
+            return False
+        # the heap packs with some overhead: aim the model below the limit by that ratio (a
+        # limit below the fixed bytes cannot be met: then get as low as recomputation can)
+        target = int(max(limit - fixed, 0) * min(1.0, modelled / max(temp, 1)))
+        changed = False
+        self.depth = FIRST_CHAIN
+        best = (max(curve, default=0), curve.count(max(curve, default=0)))
+        stalled = 0
+        for _ in range(MAX_CLONES):
+            peak = max(curve, default=0)
+            if peak <= target:
+                break
+            plan = self._best(model, curve.index(peak)) if stalled < MAX_STALLED else None
+            if plan is None:
+                if self.depth >= MAX_CHAIN:
+                    break
+                self.depth *= 2  # longer chains only when the short ones are used up
+                stalled = 0
+                continue
+            self._apply(module, model, plan)
+            changed = True
+            curve = model.curve()
+            now = (max(curve, default=0), curve.count(max(curve, default=0)))
+            stalled = 0 if now < best else stalled + 1  # e.g. two values moved past each other
+            best = min(best, now)
+        return changed
+
+    def _best(self, model: _Model, at: int) -> _Plan | None:
+        best: _Plan | None = None
+        for i in range(at):
+            inst = model.seq[i]
+            r = model.value_range(inst)
+            if r is None or model.pos[r.end.uid] <= at or not recomputable(inst):
+                continue
+            if any(u.opcode in _FORWARDING or u.parent is not model.entry for u in inst.users):
+                continue
+            later = [u for u in inst.users if model.pos[u.uid] > at]
+            if not later:
+                continue
+            for deep in (False, True):
+                plan = self._plan(model, inst, r, later, at, deep)
+                if plan is not None and (best is None or plan.seconds * best.saved
+                                         < best.seconds * plan.saved):
+                    best = plan
+        return best
+
+    def _plan(self, model: _Model, value: HloInstruction, r: _Range,
+              later: list[HloInstruction], at: int, deep: bool) -> _Plan | None:
+        """The chain ending in `value`: operands whose storage dies before `at` are recomputed
+        too when `deep` (up to MAX_CHAIN instructions), else kept alive."""
+        members: dict[int, HloInstruction] = {}
+        extra: dict[int, int] = {}
+        use = min(model.pos[u.uid] for u in later)
+        work = [value]
+        while work:
+            inst = work.pop()
+            if inst.uid in members:
+                continue
+            members[inst.uid] = inst
+            if inst.opcode is Opcode.GET_TUPLE_ELEMENT:  # forwards its operand's storage
+                if not recomputable_member(inst.operands[0]) or _work(members) >= self.depth:
+                    return None
+                work.append(inst.operands[0])
+                continue
+            for o in inst.operands:
+                if o.uid in members:
+                    continue
+                writer = model.next_writer(o)
+                if writer is not None and writer < use:
+                    return None
+                short = [x for x in model.operand_ranges(o) if model.pos[x.end.uid] < at]
+                if not short:
+                    continue
+                if deep and recomputable_member(o) and _work(members) < self.depth and \
+                        o.parent is model.entry:
+                    work.append(o)
+                else:
+                    for x in short:
+                        extra[id(x)] = x.size
+        if deep and len(members) == 1:
+            return None  # the same plan as the shallow one
+        saved = r.size - sum(extra.values())
+        if saved <= 0:
+            return None
+        order = sorted(members.values(), key=lambda m: model.pos[m.uid])
+        # a member whose every use moves to the clones runs once, just later: it costs nothing
+        moving = {id(u) for u in later} | {id(m) for m in order}
+        stays = [m for m in order if m.is_root or any(id(u) not in moving for u in m.users)]
+        return _Plan(value, order, later, saved, sum(recompute_seconds(m) for m in stays))
+
+    def _apply(self, module: HloModule, model: _Model, plan: _Plan) -> None:
+        entry = model.entry
+        first = min(plan.later, key=lambda u: model.pos[u.uid])
+        at = model.pos[first.uid]
+        clones: dict[int, HloInstruction] = {}
+        for m in plan.members:
+            called = tuple(clone_computation(module, c) for c in m.called) \
+                if m.opcode is Opcode.FUSION else m.called
+            ops = [clones.get(o.uid, o) for o in m.operands]
+            base = m.name.split(".remat")[0]
+            clone = HloInstruction(m.opcode, m.shape, ops, m.attrs, called, f"{base}.remat",
+                                   m.extra)
+            entry.add_instruction(clone)
+            clones[m.uid] = clone
+            model.seq.insert(at, clone)
+            at += 1
+        value, root = plan.value, clones[plan.value.uid]
+        for u in plan.later:
+            u.replace_operand_with(value, root)
+        model.renumber()
+        r = model.value_range(value)
+        assert r is not None
+        last = max(plan.later, key=lambda u: model.pos[u.uid])
+        for m in plan.members:
+            c = clones[m.uid]
+            model.clones.add(c.uid)
+            users = [u for u in c.users if u is not c]
+            end = last if m is value else max(users, key=lambda u: model.pos[u.uid])
+            size = r.size if m is value else _defined_bytes(m)
+            nr = _Range(size, c, end)
+            model.ranges.append(nr)
+            model.own[c.uid] = nr
+            for o in set(c.operands):
+                for orange in model.operand_ranges(o):
+                    if model.pos[orange.end.uid] < model.pos[c.uid]:
+                        orange.end = c
+        earlier = [u for u in value.users]
+        if earlier or value.is_root:
+            r.end = max(earlier, key=lambda u: model.pos[u.uid]) if earlier else r.end
+            verb = "recomputed"
+        else:
+            verb = "moved"
+            model.ranges.remove(r)
+            _remove_dead(module, model, value)
+        model.renumber()
+        self.recomputed_seconds += plan.seconds
+        chain = "" if len(plan.members) == 1 else \
+            f" with {', '.join(m.name for m in plan.members[:-1])}"
+        self.actions.append(f"{verb} {value.name} ({r.size} bytes, {value.opcode.text}){chain} "
+                            f"as {root.name} before {first.name}")
+        log.debug("%s", self.actions[-1])
+
+
+def _work(members: dict[int, HloInstruction]) -> int:
+    """Instructions of a chain that run code (get-tuple-elements only forward)."""
+    return sum(m.opcode is not Opcode.GET_TUPLE_ELEMENT for m in members.values())
+
+
+def _defined_bytes(inst: HloInstruction) -> int:
+    if inst.shape.is_tuple:
+        return sum(s.byte_size() for s in inst.shape.tuple_shapes or ())
+    return 0 if inst.opcode is Opcode.GET_TUPLE_ELEMENT else inst.shape.byte_size()
+
+
+def _remove_dead(module: HloModule, model: _Model, inst: HloInstruction) -> None:
+    """Remove `inst` (now without users) and the producers it leaves without users."""
+    work = [inst]
+    while work:
+        dead = work.pop()
+        if dead.users or dead.is_root or dead.opcode is Opcode.PARAMETER or \
+                dead.uid not in model.pos:
+            continue
+        ops = list(dead.operands)
+        model.seq.remove(dead)
+        gone = model.defined.pop(dead.uid, [])
+        own = model.own.pop(dead.uid, None)
+        for x in gone + ([own] if own is not None else []):
+            if x in model.ranges:
+                model.ranges.remove(x)
+        model.entry.remove_instruction(dead)
+        if dead.opcode is Opcode.FUSION:
+            for c in dead.called:
+                module.computations.remove(c)
+        model.renumber()
+        work += [o for o in ops if recomputable_member(o) or
+                 o.opcode is Opcode.GET_TUPLE_ELEMENT]
