@@ -502,10 +502,17 @@ def _copy(b: _Builder) -> None:
 
 
 def _sort(b: _Builder) -> None:
-    """An ascending sort along one dimension (one operand: ties are equal values)."""
+    """An ascending sort along one dimension (one operand: ties are equal values). A plain LT
+    is no strict weak order once NaNs appear (the result is then implementation-defined), so
+    a float operand's NaNs are first replaced by zeros; `_sort_total` sorts NaNs."""
     x = b.pick(lambda v: len(v.dims) >= 1 and v.ty != "pred")
     if x is None:
         return
+    if x.ty in ("f16", "bf16", "f32", "f64"):
+        z = b.emit(x.ty, (), "constant(0)")
+        zb = b.emit(x.ty, x.dims, f"broadcast({z.name}), dimensions={{}}")
+        ok = b.emit("pred", x.dims, f"compare({x.name}, {x.name}), direction=EQ")
+        x = b.emit(x.ty, x.dims, f"select({ok.name}, {x.name}, {zb.name})")
     key = f"less_{x.ty}"
     b.reducers.setdefault(key, f"{key} {{\n  a = {x.ty}[] parameter(0)\n  b = {x.ty}[] "
                                f"parameter(1)\n  ROOT r = pred[] compare(a, b), direction=LT\n}}\n")
