@@ -592,6 +592,21 @@ def _scatter_rows(b: _Builder) -> None:
            f"index_vector_dim=1, to_apply={name}")
 
 
+def _async_copy(b: _Builder) -> None:
+    """XLA's asynchronous copy pair (host offload's transfers; on the CPU a plain copy): the
+    copy-start's tuple (destination, source, context) and the copy-done of it."""
+    x = b.pick(lambda v: len(v.dims) >= 1)
+    if x is None:
+        return
+    start = b.fresh("cs")
+    b.lines.append(f"  {start} = ({x.shape}, {x.shape}, u32[]) copy-start({x.name})")
+    b.emit(x.ty, x.dims, f"copy-done({start})")
+
+
+ASYNC_COPY_STEPS = STEPS + (_async_copy,) * 6
+"""Programs with copy-start/copy-done pairs (no layouts drawn: the pair shares one)."""
+
+
 LAYOUT_STEPS = STEPS + (_dynamic_update_slice, _copy, _sort, _sort_total, _gather_rows,
                        _scatter_rows)
 WORKSPACE_STEPS += (_sort, _sort, _sort_total, _sort_total)

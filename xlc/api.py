@@ -13,7 +13,6 @@ f32) and part of the signature by dtype, not value.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import logging
@@ -38,6 +37,7 @@ from xlc.frontend.arguments import (
 from xlc.frontend.staging import Aval, check_argnums, trace_to_module
 from xlc.hlo.ir import HloModule, IOAlias
 from xlc.hlo.shape import Shape
+from xlc.memory_analysis import MemoryAnalysis
 from xlc.options import CompileOptions, default_options, parse_bytes
 
 log = logging.getLogger("xlc.api")
@@ -69,23 +69,6 @@ def _verify(module: HloModule, options: CompileOptions) -> None:
 
         verify_module(module)
 
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryAnalysis:
-    """`Compiled.memory_analysis()`: JAX's CompiledMemoryStats fields, in bytes."""
-
-    argument_size_in_bytes: int
-    output_size_in_bytes: int
-    alias_size_in_bytes: int
-    temp_size_in_bytes: int
-    generated_code_size_in_bytes: int
-    peak_memory_in_bytes: int
-    host_argument_size_in_bytes: int = 0
-    host_output_size_in_bytes: int = 0
-    host_alias_size_in_bytes: int = 0
-    host_temp_size_in_bytes: int = 0
-    host_generated_code_size_in_bytes: int = 0
 
 class Compiled:
     """An executable for one signature: `__call__(*args)` runs it; `as_text()` is its HLO."""
@@ -149,16 +132,9 @@ class Compiled:
         backend has one, else 0), `peak_memory_in_bytes`; `host_temp_size_in_bytes` holds
         values offloaded to host memory (GPU, under a memory limit), the other host_* fields
         are 0."""
-        stats = self.memory_stats()
         code = getattr(self._exe, "object_code", None)
-        return MemoryAnalysis(
-            argument_size_in_bytes=int(stats.get("parameter_bytes", 0)),
-            output_size_in_bytes=int(stats.get("output_bytes", 0)),
-            alias_size_in_bytes=int(stats.get("alias_bytes", 0)),
-            temp_size_in_bytes=int(stats.get("temp_bytes", 0)),
-            generated_code_size_in_bytes=len(code()) if callable(code) else 0,
-            peak_memory_in_bytes=int(stats.get("peak_bytes", 0)),
-            host_temp_size_in_bytes=int(stats.get("host_temp_bytes", 0)))
+        return MemoryAnalysis.from_stats(self.memory_stats(), len(code()) if callable(code)
+                                         else 0)
 
     def cost_analysis(self) -> dict[str, float]:
         """The optimized module's cost with JAX's keys: `flops`, `transcendentals`,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tests.backend_cpu.helpers import check
 from tests.hlo_programs import (
+    ASYNC_COPY_STEPS,
     WORKSPACE_STEPS,
     Program,
     _binary,
@@ -149,4 +150,11 @@ def test_random_programs_with_workspace_calls_match_evaluator(prog: Program) -> 
 def test_random_16bit_sum_program_matches_evaluator(prog: Program) -> None:
     """f16/bf16 add-reductions over up to 2**17 elements (issue 11 item 2: accumulated in 16
     bits they stall, bf16 at 256 for ones) accumulate in f32 as in the evaluator."""
+    check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
+
+
+@settings(max_examples=15, deadline=None)
+@given(hlo_programs(dtypes=("f32", "s32", "f16"), max_steps=6, steps=ASYNC_COPY_STEPS))
+def test_random_async_copy_program_matches_evaluator(prog: Program) -> None:
+    """copy-start / copy-done pairs (run as copies on the CPU) among the other ops."""
     check(prog.text, *prog.args, rtol=prog.tolerance, atol=prog.tolerance)
