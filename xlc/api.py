@@ -158,6 +158,18 @@ class Compiled:
         write_bytes_atomic(path, raw)
         log.info("wrote %s (%d bytes)", path, len(raw))
 
+    def export(self, directory: str | os.PathLike[str], name: str, *, static: bool = True,
+               shared: bool = True, force: bool = False) -> list[Any]:
+        """Write `name.h`, `libname.a` / `libname.so` and README.txt into `directory`: this
+        program as a C library that runs without Python (docs/export.md); returns the paths.
+        ArgumentError for a backend without native export (CPU only for now)."""
+        export = getattr(get_backend(self.backend), "export_library", None)
+        if export is None:
+            raise ArgumentError(f"{self.name}: native export is CPU-only for now (this "
+                                f"executable is for backend '{self.backend}')")
+        return list(export(self._exe, directory, name, static=static, shared=shared,
+                           force=force))
+
     def archive_bytes(self) -> bytes:
         """The bytes of this executable's `.xlc` file."""
         from xlc.artifact.store import build_archive, signature_of
@@ -450,6 +462,10 @@ class Jitted:
             self.misses += 1
             log.debug("jit(%s): cache miss #%d for (%s) static=%s", self.name, self.misses,
                       ", ".join(str(a) + ("~" if a.weak else "") for a in avals), static_key)
+            if self.options.explain_cache_misses:  # docs/profiling.md
+                from xlc.frontend.cache_miss import explain_miss
+
+                explain_miss(self, self.name, self.fn, key, labels, self._pos_names)
             compiled = self._lower(args, kwargs, allow_abstract=False).compile()
             self._cache[key] = compiled
         else:

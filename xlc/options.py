@@ -47,10 +47,20 @@ class CompileOptions(BaseModel):
     memory_limit_strict: bool = Field(False, description="a MemoryLimitError when the plan "
                                       "cannot be brought under memory_limit (else a warning "
                                       "and the smallest peak reached)")
+    profile: bool = Field(False, description="record each kernel's start and end at run time "
+                          "(CPU: docs/profiling.md); profiled code differs, so it is in the "
+                          "cache key")
+    profile_dir: str | None = Field(None, description="with profile: write the process's "
+                                    "Chrome trace into this directory at exit")
+    explain_cache_misses: bool = Field(False, description="log why a jitted function "
+                                       "recompiled (logger xlc.jit, WARNING)")
 
     def cache_key(self) -> str:
         """A stable hash of the options that influence generated code."""
-        d = self.model_dump(exclude={"dump_to", "dump_pass_re", "verify", "cache_dir"})
+        d = self.model_dump(exclude={"dump_to", "dump_pass_re", "verify", "cache_dir",
+                                     "profile_dir", "explain_cache_misses"})
+        if not d["profile"]:
+            del d["profile"]  # keys of unprofiled programs stay what they were
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def replace(self, **kw: Any) -> CompileOptions:
@@ -70,6 +80,7 @@ _FLAG_KEYS = {
     "threads": "threads", "constant-folding-limit": "constant_folding_limit",
     "cache-dir": "cache_dir", "memory-limit": "memory_limit",
     "memory-limit-strict": "memory_limit_strict",
+    "profile": "profile_dir", "explain-cache-misses": "explain_cache_misses",
 }
 
 
@@ -88,7 +99,11 @@ def parse_flags(text: str) -> dict[str, Any]:
             out[field] = False
         elif key == "memory-limit":
             out[field] = parse_bytes(value, "XLC_FLAGS: --memory-limit")
-        elif key in ("verify", "gpu-graphs", "memory-limit-strict"):
+        elif key == "profile":
+            if not value:
+                raise ArgumentError("XLC_FLAGS: --profile needs a directory: --profile=DIR")
+            out[field], out["profile"] = value, True
+        elif key in ("verify", "gpu-graphs", "memory-limit-strict", "explain-cache-misses"):
             out[field] = value.lower() not in ("0", "false", "no") if value else True
         else:
             out[field] = value

@@ -156,15 +156,90 @@ def test_emit_gemm_signature_and_verification() -> None:
 
 
 def test_scratch_bytes_scales_with_threads() -> None:
-    """Packing buffers per thread slot, plus B packed once where the shares split m."""
+    """Packing buffers per thread slot (an A block and a B block), or B packed once plus an
+    A block per slot where the shares split m (the slots then hold no B block)."""
     spec = GemmSpec(512, 512, 512, 1, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     one, two = scratch_bytes(spec, 1), scratch_bytes(spec, 2)
     assert G.packs_b_once(spec, G.gemm_shares(spec, 2)) and not G.packs_b_once(spec, 1)
-    assert one > 0 and two - 64 - G.packed_b_bytes(spec) == 2 * (one - 64)
+    bl = G.blocking(spec)
+    a_block, b_block = (bl.mc * bl.kc * 4 + 64 + 63) // 64 * 64, bl.kc * bl.nc * 4
+    assert one == 64 + a_block + b_block
+    # split m: a share covers at most ceil(37 panels / shares) of 14 rows
+    shares = G.gemm_shares(spec, 2)
+    rows = min(bl.mc, -(-37 // shares) * 14)
+    assert two == 64 + G.packed_b_bytes(spec) + 2 * ((rows * bl.kc * 4 + 64 + 63) // 64 * 64)
     assert G.packed_b_bytes(spec) == 512 * 512 * 4 + 64
     batched = GemmSpec(512, 512, 512, 2, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     assert not G.packs_b_once(batched, 8)
-    assert scratch_bytes(batched, 2) - 64 == 2 * (scratch_bytes(batched, 1) - 64)
+    assert scratch_bytes(batched, 1) - 64 == a_block + b_block
+    # 2 threads: 8 shares over 2 x 37 m-panels, each at most 10 panels (140 rows) of A
+    assert G.gemm_shares(batched, 2) == 8
+    assert scratch_bytes(batched, 2) - 64 == 2 * ((140 * 256 * 4 + 64 + 63) // 64 * 64 + b_block)
+
+
+@pytest.mark.parametrize("m,n,k,batch,nthreads", [
+    (1024, 300, 700, 1, 2),   # split m, B packed once, A blocks clipped to a share's rows
+    (256, 1024, 512, 1, 2),   # split n: B blocks clipped to a share's columns
+    (200, 900, 300, 3, 4),    # batched, split n, more slots than cores
+    (777, 129, 1025, 1, 3),   # split m, uneven shares, k in 5 blocks
+    (90, 2000, 64, 2, 2),     # batched, split n, shares spanning two batches
+])
+def test_scratch_bytes_is_exactly_enough(m: int, n: int, k: int, batch: int,
+                                         nthreads: int) -> None:
+    """The packing never writes past `scratch_bytes(spec, nthreads)` (a canary after it stays
+    intact) and slots clipped to one share's panels give the right product."""
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    g = compile_gemm(spec, nthreads=nthreads)
+    need = scratch_bytes(spec, nthreads)
+    full = 64 + nthreads * (G.blocking(spec).mc * G.blocking(spec).kc * 4 + 128
+                            + G.blocking(spec).kc * G.blocking(spec).nc * 4)
+    assert need < full  # the clipped slots are smaller than full-size blocks
+    raw = np.full(need + 64 + 4096, 0xA5, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64  # aligned: the function then uses all `need` - 64 bytes
+    g._scratch, g._scratch_ptr = raw, raw.ctypes.data + start
+    c = g(a, b)
+    np.testing.assert_allclose(c, np.matmul(a.astype(np.float64), b), rtol=1e-4, atol=1e-3)
+    assert (raw[start + need:] == 0xA5).all()
+
+
+@pytest.mark.parametrize("m,n,k,batch,nthreads,accumulate", [
+    (64, 64, 64, 1, 1, False),    # the attention projections' shape
+    (45, 96, 70, 1, 2, False),    # m not a multiple of MR, split over n on two threads
+    (100, 32, 30, 3, 2, True),    # batched, accumulating, one NR panel
+    (32, 64, 256, 1, 1, False),   # k in one block of 256
+    (29, 64, 300, 2, 3, False),   # k in two blocks (150 + 150), batch split over shares
+])
+def test_in_place_gemm_matches_numpy(m: int, n: int, k: int, batch: int, nthreads: int,
+                                     accumulate: bool) -> None:
+    """Small products read A and B in place: no scratch, and the product of numpy (the
+    accumulating form adds to C)."""
+    rng = np.random.default_rng(m * n + k)
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    spec = GemmSpec.for_arrays(a, b, accumulate=accumulate)
+    assert G.reads_in_place(spec) and scratch_bytes(spec, nthreads) == 0
+    c0 = rng.standard_normal((batch, m, n)).astype(np.float32)
+    c = compile_gemm(spec, nthreads=nthreads)(a, b, c0.copy() if accumulate else None)
+    want = np.matmul(a.astype(np.float64), b) + (c0 if accumulate else 0)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)
+
+
+def test_in_place_needs_unit_strides_whole_panels_and_a_small_product() -> None:
+    """Transposed B, n not a multiple of NR, column-major A and big products are packed."""
+    def spec(m: int, n: int, k: int, a_st: tuple[int, int, int] | None = None,
+             b_st: tuple[int, int, int] | None = None) -> GemmSpec:
+        return GemmSpec(m, n, k, 1, a_st or (0, k, 1), b_st or (0, n, 1), (0, n, 1))
+    assert G.reads_in_place(spec(64, 64, 64))
+    assert not G.reads_in_place(spec(64, 64, 64, b_st=(0, 1, 64)))  # B^T
+    assert not G.reads_in_place(spec(64, 64, 64, a_st=(0, 1, 64)))  # column-major A
+    assert not G.reads_in_place(spec(64, 48, 64))  # a partial NR panel
+    assert not G.reads_in_place(spec(128, 128, 128))  # past IN_PLACE_FLOPS
+    assert not G.reads_in_place(spec(8, 512, 256))  # past IN_PLACE_BYTES
+    assert not G.reads_in_place(spec(30, 32, 30))  # the plain loop nest's size
+    assert scratch_bytes(spec(64, 48, 64), 1) > 0
 
 
 def test_spec_errors() -> None:

@@ -133,3 +133,30 @@ def test_hand_written_gemm_calls_are_checked() -> None:
     np.testing.assert_allclose(xlc.compile(text(f"f32[300,250], u8[{size}]", 1),
                                            backend="cpu")(a, b)[0], a @ b.T, rtol=1e-4,
                                atol=1e-4)
+
+
+IN_PLACE = """HloModule in_place
+ENTRY e {
+  x = f32[64,64] parameter(0)
+  w = f32[64,64] parameter(1)
+  v = f32[64,96] parameter(2)
+  q = f32[64,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[64,64] tanh(q)
+  ROOT r = f32[64,96] dot(t, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_small_products_read_in_place_with_no_workspace() -> None:
+    """Small row-major products run on the GEMM microkernel reading A and B in place: the
+    gemm-workspace pass leaves them dots, the program has no temp beyond `t`, and the
+    results match the evaluator."""
+    _, after, changed = run_passes(IN_PLACE, [GemmWorkspace(2)])
+    assert not changed and "custom-call" not in printed(after)
+    exe = xlc.compile(IN_PLACE, backend="cpu")
+    assert exe.memory_stats()["temp_bytes"] <= 64 * 64 * 4 + 64
+    from xlc.backend_cpu import compile_cpu
+
+    assert "xlc_gemm_f32_shares" in compile_cpu(parse_module(IN_PLACE)).llvm_ir
+    check(IN_PLACE, rand(64, 64), rand(64, 64, seed=1), rand(64, 96, seed=2),
+          rtol=1e-4, atol=1e-4)

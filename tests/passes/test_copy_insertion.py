@@ -415,6 +415,42 @@ def test_donated_parameter_updated_elementwise_or_in_place_is_not_copied() -> No
     assert copies_of(run_and_check(dus, args)) == []
 
 
+def test_donated_weight_read_by_an_unordered_reader_gets_a_control_edge_not_a_copy() -> None:
+    """An SGD step: `d = x @ w` (the backward pass's reader of w) and `w' = w - 0.1 g` are
+    unordered; instead of copying w' into w's storage at the end (a second full weight live
+    all step), the update is ordered after the reader, and runs in place."""
+    text = _aliased(
+        "  x = f32[4,8]{1,0} parameter(1)\n  g = f32[8,8]{1,0} parameter(2)\n"
+        "  d = f32[4,8]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  k = f32[] constant(0.1)\n  c = f32[8,8]{1,0} broadcast(k), dimensions={}\n"
+        "  s = f32[8,8]{1,0} multiply(g, c)\n  u = f32[8,8]{1,0} subtract(w, s)\n"
+        "  ROOT t = (f32[8,8]{1,0}, f32[4,8]{1,0}) tuple(u, d)",
+        "{0}: (0, {}, may-alias)", "w = f32[8,8]{1,0} parameter(0)")
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((8, 8)).astype(np.float32),
+            rng.standard_normal((4, 8)).astype(np.float32),
+            rng.standard_normal((8, 8)).astype(np.float32)]
+    m = run_and_check(text, args)
+    assert copies_of(m) == []
+    assert _control_preds(m, "u") == ["d"]
+
+
+def test_donated_weight_whose_reader_needs_the_update_keeps_the_copy() -> None:
+    """`w' = w - g; d = x @ w + w'`: the reader of the old w depends on the new value, so no
+    order lets w' overwrite w in place: the copy stays (no cycle is created)."""
+    text = _aliased(
+        "  x = f32[8,8]{1,0} parameter(1)\n  g = f32[8,8]{1,0} parameter(2)\n"
+        "  u = f32[8,8]{1,0} subtract(w, g)\n"
+        "  e = f32[8,8]{1,0} dot(x, u), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  d = f32[8,8]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  ROOT t = (f32[8,8]{1,0}, f32[8,8]{1,0}) tuple(u, d)",
+        "{0}: (0, {}, may-alias)", "w = f32[8,8]{1,0} parameter(0)")
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal((8, 8)).astype(np.float32) for _ in range(3)]
+    m = run_and_check(text, args)
+    assert copies_of(m) == ["main:u"]
+
+
 def test_donated_parameter_that_is_also_a_result_is_read_before_it_is_overwritten() -> None:
     """JAX's `donate a; return abs(a), a`: result 1 (a copy of a) must be taken before abs's
     result lands in a's storage (a control edge orders the two copies)."""

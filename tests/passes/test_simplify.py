@@ -277,6 +277,11 @@ CASES = [
   z = f32[] constant(0)
   ROOT d = f32[2,3] pad(p, z), padding=0_0x0_0""", """
   CHECK: ROOT %p = {{.*}}parameter(0)"""),
+    ("copy-noop", """
+  p = f32[2,3] parameter(0)
+  c = f32[2,3] copy(p)
+  ROOT n = f32[2,3] negate(c)""", """
+  CHECK: ROOT %n = f32[2,3]{1,0} negate(%p)"""),
     ("reverse-trivial", """
   p = f32[2,1] parameter(0)
   ROOT r = f32[2,1] reverse(p), dimensions={1}""", """
@@ -380,9 +385,12 @@ NOT_REWRITTEN = {
     "identity-transpose-changing-layout": """
   p = f32[2,3]{1,0} parameter(0)
   ROOT t = f32[2,3]{0,1} transpose(p), dimensions={0,1}""",
-    "copy-is-left-alone": """
-  p = f32[2,3] parameter(0)
-  ROOT c = f32[2,3] copy(p)""",
+    "relayout-copy": """
+  p = f32[2,3]{1,0} parameter(0)
+  ROOT c = f32[2,3]{0,1} copy(p)""",
+    "copy-to-host-memory": """
+  p = f32[2,3]{1,0} parameter(0)
+  ROOT c = f32[2,3]{1,0:S(5)} copy(p)""",
     "reduce-of-non-unit-dims": """
   p = f32[4,2] parameter(0)
   z = f32[] constant(0)

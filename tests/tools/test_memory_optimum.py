@@ -77,9 +77,10 @@ HloModule matmul
 ENTRY main {
   a = f32[64,64]{1,0} parameter(0)
   b = f32[64,64]{1,0} parameter(1)
-  ROOT d = f32[64,64]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT d = f32[64,64]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}
 }
 """
+"""a @ b.T: packed (a plain a @ b this small reads its operands in place, with no workspace)"""
 
 LOOP = """
 HloModule loop

@@ -33,3 +33,13 @@ def write(tmp: Path, name: str, text: str) -> Path:
     path = tmp / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def page_graph(page: str) -> dict:
+    """The graph JSON embedded in a page written by `xlc.viz.to_html`."""
+    import json
+    import re
+
+    m = re.search(r'<script type="application/json" id="graph-data">(.*?)</script>', page, re.S)
+    assert m, "no graph data in the page"
+    return json.loads(m.group(1))

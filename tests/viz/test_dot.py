@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.conftest import corpus_cases, requires_corpus
-from tests.viz.helpers import CASES, corpus_text, optimized_case
+from tests.viz.helpers import CASES, corpus_text, optimized_case, page_graph
 from xlc.errors import XlcError
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
@@ -118,7 +118,8 @@ def test_xla_optimized_hlo_draws(name: str) -> None:
     fusions = [i for i in module.entry.instructions if i.opcode is Opcode.FUSION]
     assert len([c for c in clusters if c.startswith("cluster_n")]) >= len(fusions)
     page = to_html(module, compute_assignment=False)
-    assert page.count('<g class="cluster fusion"') >= len(fusions)
+    kinds = {c["id"]: c["k"] for c in page_graph(page)["clusters"]}
+    assert all(kinds[f"n{f.uid}"] == "fusion" for f in fusions)
 
 
 @requires_corpus

@@ -1,4 +1,5 @@
-"""The HTML page: self-contained, graph and timeline present, one rectangle per buffer."""
+"""The HTML page: self-contained, graph data and timeline present, one rectangle per buffer,
+the memory numbers explained; repeated layers found (`xlc.viz.repeats`)."""
 from __future__ import annotations
 
 import re
@@ -6,7 +7,7 @@ import re
 import pytest
 
 from tests.conftest import requires_corpus
-from tests.viz.helpers import CASES, optimized_case
+from tests.viz.helpers import CASES, optimized_case, page_graph
 from tests.viz.test_dot import SIMPLE_HLO, WHILE_HLO
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
@@ -39,6 +40,7 @@ def assert_self_contained(page: str) -> None:
     urls = set(re.findall(r"https?://[^\s\"')]+", page))
     assert urls <= {"http://www.w3.org/2000/svg"}, urls
     assert page.count("<script>") == 1 and "<style>" in page
+    assert page.count('<script type="application/json" id="graph-data">') == 1
 
 
 @requires_corpus
@@ -50,19 +52,23 @@ def test_page_on_optimized_corpus(name: str) -> None:
     assert '<svg id="graph"' in page
     rects = BUF_RE.findall(page)
     assert len(rects) == expected_rects(ba)
-    ids = set(re.findall(r'\bid="(n\d+)"', page))
+    graph = page_graph(page)
+    ids = {n["id"] for n in graph["nodes"]} | {c["id"] for c in graph["clusters"]}
     for _, inst_id in rects:
         assert inst_id in ids, f"timeline buffer points at missing graph element {inst_id}"
     fusions = [i for i in module.entry.instructions if i.opcode is Opcode.FUSION]
-    assert page.count('<g class="cluster fusion"') >= len(fusions)
+    kinds = {c["id"]: c["k"] for c in graph["clusters"]}
     for f in fusions:
-        assert f'<g class="cluster fusion" id="n{f.uid}"' in page
+        assert kinds[f"n{f.uid}"] == "fusion"
+    assert all(n["p"] is None or n["p"] in kinds for n in graph["nodes"])
+    assert all(e[0] in ids and e[1] in ids for e in graph["edges"])
     stats = ba.stats()
-    assert re.search(r'data-stat="peak"><div class="k">peak</div><div class="v">'
-                     + re.escape(human_bytes(stats["peak_bytes"])), page)
+    assert re.search(r'data-stat="peak" title="[^"]*" data-bytes="(\d+)"><div class="k">peak'
+                     r'</div><div class="v">' + re.escape(human_bytes(stats["peak_bytes"])),
+                     page)
+    tips = {n["id"]: n["t"] for n in graph["nodes"]}
     for p in module.entry.parameters:
-        assert re.search(rf'<g class="node k-input" id="n{p.uid}" data-tip="[^"]*slice: '
-                         rf'alloc #{ba.slice_of(p).index}', page)
+        assert f"slice: alloc #{ba.slice_of(p).index}" in tips[f"n{p.uid}"]
     assert page.count('<tr class="alloc k-') == len(ba.allocations)
     if rects:
         assert page.count('<svg class="timeline"') >= 1
@@ -102,7 +108,8 @@ def test_page_without_assignment_still_has_graph() -> None:
     page = to_html(module, compute_assignment=False)
     assert_self_contained(page)
     assert "No buffer assignment: no memory timeline." in page
-    assert page.count('<g class="node ') == 3  # parameter, broadcast, multiply; no constant
+    graph = page_graph(page)
+    assert len(graph["nodes"]) == 3  # parameter, broadcast, multiply; no constant
     assert "operand 0 = 2.0" in page
 
 
@@ -110,9 +117,13 @@ def test_page_with_computed_assignment_and_while_panels() -> None:
     module = parse_module(WHILE_HLO)
     page = to_html(module)
     ba = assign_buffers(module)
-    assert page.count('<g class="cluster computation"') == 2
-    assert "while body: body" in page and "while condition: cond" in page
-    assert page.count('class="edge call"') == 2
+    graph = page_graph(page)
+    comps = [c for c in graph["clusters"] if c["k"] == "computation"]
+    assert sorted(c["l"][0] for c in comps) == ["while body: body", "while condition: cond"]
+    calls = [e for e in graph["edges"] if e[3] == "call"]
+    assert len(calls) == 2
+    (w,) = [n for n in graph["nodes"] if n["t"].startswith("name: w\n")]
+    assert all(e[0] == w["id"] for e in calls) and all(c["p"] is None for c in comps)
     assert len(BUF_RE.findall(page)) == expected_rects(ba)
 
 

@@ -1,68 +1,93 @@
-"""The layered layout and the timeline's live-bytes curve."""
+"""The page's JavaScript layout (run in headless Chromium on random DAGs), repeated-layer
+detection, and the timeline's live-bytes curve."""
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import json
+from pathlib import Path
 
-from xlc.viz.layout import LONG_SPAN, _isotonic, layered_layout, svg_path
+import pytest
+
+from tests.viz.browser import load, requires_browser
+from tests.viz.helpers import write
+from xlc.viz.layout import LAYOUT_JS
+from xlc.viz.repeats import Repeat, find_repeats
 from xlc.viz.timeline import BufferRect, byte_ticks, live_bytes, mark_shared_steps
 
+# Runs XlcLayout.layered on seeded random DAGs (and a 3000-item chain with skips) and writes
+# the number of violations into <body>: boxes overlapping, outside the bounding box, edges
+# not pointing right, paths not starting/ending on their boxes.
+_CHECK_PAGE = """<!DOCTYPE html><html><body data-rendered="pending"><script>
+@LAYOUT@
+(function () {
+  var seed = 1, bad = [], cases = @CASES@;
+  function rnd() { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; }
+  function no(msg) { bad.push(msg); }
+  cases.forEach(function (c) {
+    var ids = [], sizes = {}, edges = [], i, box = {}, act = [];
+    for (i = 0; i < c.n; i++) {
+      ids.push('v' + i); sizes['v' + i] = [10 + rnd() * 110, 20 + rnd() * 40];
+    }
+    for (i = 0; i < c.m; i++) {
+      var a = Math.floor(rnd() * c.n);
+      var b = c.chain ? Math.min(c.n - 1, a + 1 + Math.floor(rnd() * 12))
+                      : Math.floor(rnd() * c.n);
+      edges.push(['v' + Math.min(a, b), 'v' + Math.max(a, b)]);
+    }
+    edges.push(['v0', 'nope']);
+    var L = XlcLayout.layered(ids, sizes, edges);
+    ids.forEach(function (v) {
+      var p = L.pos[v], q = [p[0], p[1], p[0] + sizes[v][0], p[1] + sizes[v][1]];
+      box[v] = q;
+      if (q[0] < -1e-6 || q[1] < -1e-6 || q[2] > L.width + 1e-6 ||
+          q[3] > L.height + 1e-6) { no('outside ' + v); }
+    });
+    ids.slice().sort(function (x, y) { return box[x][0] - box[y][0]; }).forEach(function (v) {
+      act = act.filter(function (u) { return box[u][2] > box[v][0] + 1e-6; });
+      act.forEach(function (u) {
+        if (box[u][1] < box[v][3] - 1e-6 && box[v][1] < box[u][3] - 1e-6) {
+          no('overlap ' + u + ' ' + v);
+        }
+      });
+      act.push(v);
+    });
+    L.edges.forEach(function (e, k) {
+      var s = box[e[0]], d = box[e[1]], pts = L.paths[k], f = pts[0], l = pts[pts.length - 1];
+      if (s[2] > d[0] + 1e-6) { no('edge ' + e); }
+      if (Math.abs(f[0] - s[2]) > 1e-6 || Math.abs(l[0] - d[0]) > 1e-6) { no('path ' + e); }
+      if (e[1] === 'nope' || e[0] === e[1]) { no('kept ' + e); }
+    });
+  });
+  document.body.setAttribute('data-violations', String(bad.length));
+  document.body.setAttribute('data-first', bad.slice(0, 3).join(';'));
+  document.body.setAttribute('data-rendered', 'ok');
+})();
+</script></body></html>"""
 
-def check_layout(items, sizes, edges) -> None:
-    lay = layered_layout(items, sizes, edges)
-    assert set(lay.pos) == set(items)
-    boxes = {v: (x, y, x + sizes[v][0], y + sizes[v][1]) for v, (x, y) in lay.pos.items()}
-    for x0, y0, x1, y1 in boxes.values():
-        assert x0 >= -1e-6 and y0 >= -1e-6
-        assert x1 <= lay.width + 1e-6 and y1 <= lay.height + 1e-6
-    vs = list(boxes)
-    for i, a in enumerate(vs):  # no two boxes overlap
-        for b in vs[i + 1:]:
-            ax0, ay0, ax1, ay1 = boxes[a]
-            bx0, by0, bx1, by1 = boxes[b]
-            assert ax1 <= bx0 + 1e-6 or bx1 <= ax0 + 1e-6 or ay1 <= by0 + 1e-6 \
-                or by1 <= ay0 + 1e-6, (a, b)
-    assert len(lay.paths) == len(lay.edges)
-    for (s, d), pts in zip(lay.edges, lay.paths):
-        assert boxes[s][3] <= boxes[d][1] + 1e-6, "edges point downwards"
-        assert pts[0] == pytest.approx((boxes[s][0] + sizes[s][0] / 2, boxes[s][3]))
-        assert pts[-1] == pytest.approx((boxes[d][0] + sizes[d][0] / 2, boxes[d][1]))
+
+@requires_browser
+def test_js_layout_on_random_dags(tmp_path: Path) -> None:
+    cases = [{"n": 1 + (k * 7) % 23, "m": (k * 13) % 60, "chain": False} for k in range(60)]
+    cases.append({"n": 3000, "m": 6000, "chain": True})
+    text = _CHECK_PAGE.replace("@LAYOUT@", LAYOUT_JS).replace("@CASES@", json.dumps(cases))
+    attrs, _ = load(write(tmp_path, "layout.html", text), tmp_path)
+    assert attrs["data-violations"] == "0", attrs["data-first"]
 
 
-def test_diamond_and_long_edge() -> None:
-    items = ["a", "b", "c", "d", "e"]
-    sizes = {v: (40.0 + 10 * i, 30.0) for i, v in enumerate(items)}
-    edges = [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"), ("d", "e"), ("a", "e"),
-             ("a", "a"), ("a", "zz"), ("a", "b")]
-    lay = layered_layout(items, sizes, edges)
-    assert len(lay.edges) == 6  # self loop, unknown endpoint and duplicate dropped
-    long = lay.paths[lay.edges.index(("a", "e"))]
-    assert len(long) == 2 + 2 * 2  # through the two layers between a and e
-    check_layout(items, sizes, edges)
+def test_repeats_found_back_to_back() -> None:
+    seq = list("xy") + list("abcabcabcabc") + list("zz")
+    assert find_repeats(seq) == [Repeat(2, 3, 4)]
+    assert find_repeats(list("abcabd")) == []  # coverage below 8
+    assert find_repeats(list("ab") * 5) == [Repeat(0, 2, 5)]  # the shortest period wins
+    # two separate repeats; a copy is never split
+    got = find_repeats(list("pqrspqrs") + ["-"] + list("uvwuvwuvw"))
+    assert got == [Repeat(0, 4, 2), Repeat(9, 3, 3)]
+    for r in got:
+        assert r.end <= 18
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.integers(1, 14).flatmap(lambda n: st.tuples(
-    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
-                         max_size=3 * n),
-    st.lists(st.integers(10, 120), min_size=n, max_size=n))))
-def test_random_dags(spec) -> None:
-    n, pairs, widths = spec
-    items = [f"v{i}" for i in range(n)]
-    edges = [(f"v{min(a, b)}", f"v{max(a, b)}") for a, b in pairs if a != b]
-    sizes = {f"v{i}": (float(w), 20.0 + (w % 3) * 14) for i, w in enumerate(widths)}
-    check_layout(items, sizes, edges)
-
-
-def test_isotonic_pools_violators() -> None:
-    assert _isotonic([1.0, 3.0, 2.0, 4.0]) == pytest.approx([1.0, 2.5, 2.5, 4.0])
-    assert _isotonic([5.0, 1.0]) == pytest.approx([3.0, 3.0])
-
-
-def test_svg_path() -> None:
-    assert svg_path([(0, 0), (10, 20)]) == "M0.0,0.0 C0.0,10.0 10.0,10.0 10.0,20.0"
-    assert svg_path([]) == ""
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_repeats_of_short_sequences(n: int) -> None:
+    assert find_repeats(["a"] * n) == []
 
 
 def rect(offset: int, size: int, start: int, end: int) -> BufferRect:
@@ -72,15 +97,6 @@ def rect(offset: int, size: int, start: int, end: int) -> BufferRect:
 def test_live_bytes_counts_a_shared_chunk_once() -> None:
     rects = [rect(0, 64, 0, 2), rect(0, 64, 2, 4), rect(64, 32, 1, 1)]
     assert live_bytes(rects, 5) == [64, 96, 64, 64, 64, 0]
-
-
-def test_very_long_edges_are_drawn_straight() -> None:
-    items = [f"c{i}" for i in range(LONG_SPAN + 10)]
-    sizes = {v: (30.0, 20.0) for v in items}
-    edges = [(a, b) for a, b in zip(items, items[1:])] + [(items[0], items[-1])]
-    lay = layered_layout(items, sizes, edges)
-    assert len(lay.paths[-1]) == 2
-    check_layout(items, sizes, edges)
 
 
 def test_shared_step_is_split_between_the_two_buffers() -> None:

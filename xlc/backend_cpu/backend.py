@@ -83,3 +83,9 @@ class CpuBackend:
     def describe_text(self, data: dict[str, Any]) -> list[str]:
         """Nothing beyond the manifest."""
         return []
+
+    def export_library(self, exe: Any, directory: Any, name: str, **kw: Any) -> Any:
+        """Native export of executable `exe` as a C library (`export.export_library`)."""
+        from xlc.backend_cpu.export import export_library
+
+        return export_library(exe, directory, name, **kw)

@@ -15,6 +15,7 @@ from xlc.backend_cpu.emitter import CpuEmitter
 from xlc.backend_cpu.executable import CpuExecutable
 from xlc.backend_cpu.gemm_workspace import GemmWorkspace, GemmWorkspaceShrink
 from xlc.backend_cpu.parallel import host_threads
+from xlc.backend_cpu.profile_lib import ProfileEmit
 from xlc.backend_cpu.registry import EMITTERS
 from xlc.backend_cpu.sort_workspace import SortWorkspace
 from xlc.codegen import llvm_utils as lu
@@ -94,8 +95,12 @@ def compile_cpu(module: HloModule, options: CompileOptions | None = None, *,
             _check_entry(mod, ba)
         entry_name = lu.unique_symbol(f"xlc_{_ident(mod.name)}")
         with stages.run("emit", "emit_s"):
-            llmod = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads)
-                               ).emit()
+            emitter = CpuEmitter(mod, ba, entry_name, EMITTERS, host_threads(options.threads))
+            if options.profile:  # run-time profiling hooks (profile_lib.py)
+                emitter.profile = ProfileEmit(emitter)
+            llmod = emitter.emit()
+            if emitter.profile is not None:
+                emitter.profile.finish()
             dedupe_functions(llmod)
             llvm_ir = str(llmod)  # printed once: llvmlite's printer costs like emission
         with stages.run("llvm-optimize", "llvm_s"):

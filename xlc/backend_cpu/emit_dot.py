@@ -12,7 +12,8 @@ Output dims are [batch..., lhs free..., rhs free...] (XLA's DotGeneral). Two loo
 * the other f32/f64 dots of at least GEMM_MIN_FLOPS run on the packed GEMM: the
   `gemm-workspace` pass (`gemm_workspace.py`) turns them into `__xlc$gemm` custom-calls with
   a workspace output before buffer assignment (`packed_gemm_plan` decides which), so no dot
-  reaching `emit_dot` needs scratch memory.
+  reaching `emit_dot` needs scratch memory; small ones that read their operands in place
+  (`gemm.reads_in_place`) need no workspace and stay dots, run on the GEMM here.
 Complex dots are unsupported (UnsupportedOpError). A packed AVX-512 microkernel is future work.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 
 from llvmlite import ir
 
+from xlc.backend_cpu.emit_gemm import emit_gemm_dot
 from xlc.backend_cpu.emit_loops import operand_buffers
 from xlc.backend_cpu.emit_matmul import emit_matmul, matmul_applicable
 from xlc.backend_cpu.emitter import (
@@ -31,6 +33,7 @@ from xlc.backend_cpu.emitter import (
     i64,
     overlaps_an_operand,
 )
+from xlc.backend_cpu.gemm import reads_in_place
 from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
@@ -235,6 +238,16 @@ def _contiguous_vector_matrix(plan: _DotPlan) -> bool:
             and plan.ls[plan.lc[0]] == 1 and plan.rs[plan.rc[0]] == 1)
 
 
+def _in_place_gemm(em: CpuEmitter, inst: HloInstruction) -> DotGemm | None:
+    """The packed-GEMM plan of `inst` when it reads its operands in place
+    (`gemm.reads_in_place`: no packing, no workspace) and its output overlaps neither
+    operand; else None."""
+    gemm = packed_gemm_plan(inst, em.threads)
+    if gemm is None or not reads_in_place(gemm.spec) or overlaps_an_operand(em, inst):
+        return None
+    return gemm
+
+
 def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
     """A dot as a loop nest (see the module docstring)."""
     out_pt = element_type(inst.shape, inst.name)
@@ -249,6 +262,11 @@ def emit_dot(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         _register_accumulate(k, inst, plan, out_pt)
     elif matmul_applicable(inst, plan, em.threads) and not overlaps_an_operand(em, inst):
         emit_matmul(k, inst, plan, em.threads)
+    elif (gemm := _in_place_gemm(em, inst)) is not None:
+        # a small product on the GEMM microkernel, reading A and B in place (no workspace, so
+        # the gemm-workspace pass left it a dot)
+        emit_gemm_dot(em, k, inst.name, gemm, [k.ptr(op) for op in inst.operands] +
+                      [k.ptr(inst)], ir.Constant(lu.PTR, None), 0)
     elif out_pt in (PrimitiveType.F32, PrimitiveType.F64) and (
             _prod(plan.nsizes) == 1 or _contiguous_vector_matrix(plan)):
         # matrix-vector / dot product / vector times a matrix read along its rows (h @ w.T,

@@ -36,6 +36,7 @@ from llvmlite import ir
 from xlc.backend_cpu.backend import CPU_ALIGNMENT
 from xlc.backend_cpu.kernel_reuse import UnitBuffers, UnitKeys, emit_shared, finish_units
 from xlc.backend_cpu.parallel import PARALLEL_ELEMENTS
+from xlc.backend_cpu.profile_lib import ProfileEmit
 from xlc.backend_cpu.row_groups import emit_row_group, find_row_group
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.indexing import Index
@@ -186,6 +187,8 @@ class CpuEmitter:
         self.row_groups = True
         self.parallel_elements = PARALLEL_ELEMENTS
         self._collect: list | None = None
+        self.profile: ProfileEmit | None = None
+        """Set (before `emit`) to place run-time profiling hooks (`profile_lib.py`)."""
         self.ba = assignment
         self.entry_name = entry_name
         self.llmod = lu.new_module(entry_name)
@@ -226,18 +229,25 @@ class CpuEmitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ctx = FnCtx(comp, fn, b, fn.args[0])
         sched = self.schedule_of(comp)
+        prof = self.profile
+        if prof is not None:
+            prof.enter(ctx)
         i = 0
         while i < len(sched):
+            mark = prof.begin(ctx) if prof is not None else None
             group = find_row_group(self, sched, i) if self.row_groups else None
             if group is not None:
                 insts, rows, cols = group
                 emit_shared(self, ctx, insts, ("rows", rows, cols),
                             partial(emit_row_group, self, group=insts, rows=rows, cols=cols))
-                i += len(insts)
             else:
-                inst = sched[i]
-                emit_shared(self, ctx, [inst], (), partial(self.emit_instruction, inst=inst))
-                i += 1
+                insts = [sched[i]]
+                emit_shared(self, ctx, insts, (), partial(self.emit_instruction, inst=insts[0]))
+            if prof is not None and mark is not None:
+                prof.end(ctx, mark, insts)
+            i += len(insts)
+        if prof is not None:
+            prof.leave(ctx)
         ctx.b.ret_void()
         return fn
 

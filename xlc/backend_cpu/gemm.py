@@ -10,7 +10,8 @@ the element strides in the spec (so transposed and batched operands need no copi
 runs it once per share with share = 0 .. nshares-1 (all with the same nshares, concurrently or
 not): each call computes its own disjoint share of C, packing into the part `slot` of
 `scratch`. Calls running at the same time must use different slots; `scratch` must hold
-`scratch_bytes(spec, nslots)` bytes for slots 0 .. nslots-1 (any alignment; the function aligns
+`scratch_bytes(spec, nslots)` bytes for slots 0 .. nslots-1 and nshares = `gemm_shares(spec,
+nslots)` (a slot's blocks are sized for one such share; any alignment: the function aligns
 it to 64 bytes) and must not be shared with another GEMM running at the same time. Run through
 the thread pool (`emit_gemm_entry`), the slot is the thread's: a GEMM has
 `gemm_shares(spec, nthreads)` shares, several per thread, and any thread takes any share (on
@@ -51,7 +52,7 @@ from llvmlite import ir
 
 from xlc.backend_cpu import jit
 from xlc.backend_cpu.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
-from xlc.backend_cpu.gemm_lib import PARAMS, declare_gemm
+from xlc.backend_cpu.gemm_lib import IN_PLACE, PARAMS, declare_gemm
 from xlc.backend_cpu.parallel import (
     PARALLEL_FLOPS,
     SHARES_PER_THREAD,
@@ -63,7 +64,7 @@ from xlc.errors import ArgumentError, UnsupportedOpError
 from xlc.hlo.shape import PrimitiveType
 
 __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
-           "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once",
+           "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once", "reads_in_place",
            "packed_b_bytes", "use_simple", "blocking", "simple_loop_order"]
 
 log = logging.getLogger("xlc.backend_cpu")
@@ -118,10 +119,11 @@ class GemmSpec:
         if pt not in _BLOCKING:
             raise UnsupportedOpError(f"GEMM generator supports f32 and f64, not '{pt.text}'")
 
-    def params(self, packed_once: bool = False) -> list[int]:
-        """The library GEMM's parameter block (`xlc.backend_cpu.gemm_lib`)."""
+    def params(self, mode: int = 0) -> list[int]:
+        """The library GEMM's parameter block (`xlc.backend_cpu.gemm_lib`; `mode`: its packing
+        mode, 0, `gemm_lib.ONCE` or `gemm_lib.IN_PLACE`)."""
         return [self.m, self.n, self.k, self.batch, *self.a_strides, *self.b_strides,
-                *self.c_strides, int(self.accumulate), int(packed_once)]
+                *self.c_strides, int(self.accumulate), int(mode)]
 
     @staticmethod
     def for_arrays(a: np.ndarray, b: np.ndarray, accumulate: bool = False) -> GemmSpec:
@@ -170,10 +172,47 @@ def _round64(x: int) -> int:
     return (x + 63) // 64 * 64
 
 
-def _thread_bytes(spec: GemmSpec, bl: Blocking) -> tuple[int, int]:
+def _thread_bytes(spec: GemmSpec, bl: Blocking, nshares: int) -> tuple[int, int]:
+    """Bytes of one slot's A block and B block for a call in `nshares` shares (the twin of
+    `gemm_lib._Sizes.slot_parts`): a share covers at most ceil(units / nshares) panels of the
+    split dimension, so its A block has at most that many MR-row panels (split m) and its B
+    block at most that many NR-column panels (split n)."""
     esz = spec.dtype.byte_size
+    rows, cols = bl.mc, bl.nc
+    if nshares > 1:
+        split_m = _split_m(spec, bl)
+        panels = -(-spec.m // bl.mr) if split_m else -(-spec.n // bl.nr)
+        per = -(-(spec.batch * panels) // nshares)
+        if split_m:
+            rows = min(rows, per * bl.mr)
+        else:
+            cols = min(cols, per * bl.nr)
     # + 64 bytes: the A packers' last full-width store may spill past the last panel
-    return _round64(bl.mc * bl.kc * esz + 64), _round64(bl.kc * bl.nc * esz)
+    return _round64(rows * bl.kc * esz + 64), _round64(bl.kc * cols * esz)
+
+
+IN_PLACE_BYTES = 128 << 10
+IN_PLACE_FLOPS = 2 << 20
+"""A product of at most IN_PLACE_FLOPS whose A and B (one batch) take at most IN_PLACE_BYTES
+together is computed from them in place, packing nothing (`reads_in_place`): they stay in
+the caches across the microkernel's passes, so packing (for unit-stride, conflict-free panels)
+buys less than it costs, and the product needs no scratch memory. Measured on the 2-core test
+VM, one thread, in-place / packed time (`tools/bench_gemm_in_place.py`): 48x64x48 0.81,
+64^3 0.97, 32x64x256 0.85, 48x96x200 0.89, 128x64x128 0.87-0.99, 64x64x250 1.00; past the
+bounds packing wins (96x128x96 1.08, 128^3 1.12, 256x128x64 1.06, 64x256x128 1.29)."""
+
+
+def reads_in_place(spec: GemmSpec) -> bool:
+    """True when `spec` packs nothing (packing mode `gemm_lib.IN_PLACE`, no scratch): a small
+    product (A and B of one batch within IN_PLACE_BYTES, IN_PLACE_FLOPS per batch) of
+    row-major A (unit k stride) and B with unit column stride whose n is a multiple of the NR
+    panel width (every B panel the microkernel reads in place is whole)."""
+    if use_simple(spec):
+        return False
+    bl = blocking(spec)
+    return (spec.a_strides[2] == 1 and spec.b_strides[2] == 1 and spec.n % bl.nr == 0
+            and (spec.m * spec.k + spec.k * spec.n) * spec.dtype.byte_size <= IN_PLACE_BYTES
+            and 2 * spec.m * spec.n * spec.k <= IN_PLACE_FLOPS)
 
 
 PACK_ONCE_BYTES = 8 << 20
@@ -190,7 +229,8 @@ def packed_b_bytes(spec: GemmSpec) -> int:
 def _may_pack_b_once(spec: GemmSpec) -> bool:
     """The shares of `spec` split m of a single batch (each needs all of B), and B packed is
     small enough to be packed once for them all (see `packs_b_once`)."""
-    return (not use_simple(spec) and spec.batch == 1 and _split_m(spec, blocking(spec))
+    return (not use_simple(spec) and not reads_in_place(spec) and spec.batch == 1
+            and _split_m(spec, blocking(spec))
             and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
 
 
@@ -203,13 +243,17 @@ def packs_b_once(spec: GemmSpec, nshares: int) -> bool:
 
 def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     """Bytes of packing scratch `emit_gemm`'s function needs when run with `nthreads`
-    threads, i.e. in `gemm_shares(spec, nthreads)` shares with slots 0 .. nthreads-1 (0 for
-    the plain loop nest). Includes 64 bytes of alignment slack."""
-    if use_simple(spec):
+    threads, i.e. in exactly `gemm_shares(spec, nthreads)` shares with slots 0 .. nthreads-1
+    (0 for the plain loop nest; the blocks of a slot are clipped to what one share covers).
+    Includes 64 bytes of alignment slack."""
+    if use_simple(spec) or reads_in_place(spec):
         return 0
-    a_b, b_b = _thread_bytes(spec, blocking(spec))
-    once = packed_b_bytes(spec) if packs_b_once(spec, gemm_shares(spec, nthreads)) else 0
-    return 64 + once + max(1, nthreads) * (a_b + b_b)
+    nshares = gemm_shares(spec, nthreads)
+    a_b, b_b = _thread_bytes(spec, blocking(spec), nshares)
+    if packs_b_once(spec, nshares):
+        # every share reads B packed once: a slot holds only its A block
+        return 64 + packed_b_bytes(spec) + max(1, nthreads) * a_b
+    return 64 + max(1, nthreads) * (a_b + b_b)
 
 
 def recommended_threads(spec: GemmSpec, available: int) -> int:
@@ -274,17 +318,21 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
 
 
 def _params(b: ir.IRBuilder, spec: GemmSpec, nshares: ir.Value) -> ir.Value:
-    """A stack copy of `spec`'s parameter block; B is packed once when `packs_b_once(spec,
-    nshares)`."""
+    """A stack copy of `spec`'s parameter block; packing mode IN_PLACE when
+    `reads_in_place(spec)`, ONCE when `packs_b_once(spec, nshares)`, else 0."""
     with b.goto_entry_block():
         params = b.alloca(ir.ArrayType(lu.I64, PARAMS))
     params.align = 16
     params.type = lu.PTR  # llvmlite types allocas as typed pointers; LLVM 22 wants `ptr`
     for i, v in enumerate(spec.params()):
         b.store(i64(v), gep(b, params, i, lu.I64))
-    once = b.icmp_signed(">", nshares, i64(1)) if _may_pack_b_once(spec) else \
-        ir.Constant(lu.I1, 0)
-    b.store(b.zext(once, lu.I64), gep(b, params, PARAMS - 1, lu.I64))
+    if reads_in_place(spec):
+        mode: ir.Value = i64(IN_PLACE)
+    elif _may_pack_b_once(spec):
+        mode = b.zext(b.icmp_signed(">", nshares, i64(1)), lu.I64)  # ONCE or 0
+    else:
+        mode = i64(0)
+    b.store(mode, gep(b, params, PARAMS - 1, lu.I64))
     return params
 
 

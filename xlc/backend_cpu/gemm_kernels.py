@@ -305,20 +305,22 @@ def _transposed_panel(b: ir.IRBuilder, s: ir.Value, d: ir.Value, kc: ir.Value, l
 
 # ---- microkernel ---------------------------------------------------------------------------
 def emit_microkernel(module: ir.Module, name: str, bl: Blocking,
-                     direct: bool = False) -> ir.Function:
+                     direct: bool = False, direct_b: bool = False) -> ir.Function:
     """`void name(i64 kc, ptr ap, ptr bp, ptr c, i64 mr_eff, i64 nr_eff, i1 first, i64 cm,
-    i64 cn, i64 am)`: C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel (C element
-    strides cm, cn).
+    i64 cn, i64 am, i64 bk)`: C[0:mr_eff, 0:nr_eff] = (first ? 0 : C) + Ap-panel @ Bp-panel
+    (C element strides cm, cn).
 
-    Requires kc >= 1, a B panel packed by `emit_pack_b` (64-byte aligned), 1 <= mr_eff <= mr,
-    1 <= nr_eff <= nr, and an A panel packed by `emit_pack_a` (`am` unused) or, with
-    `direct`, A itself: mr_eff rows of kc contiguous elements, `am` elements apart (rows past
-    mr_eff are never read). Full tiles of a C with unit column stride are prefetched and
-    stored as vectors; the others go through a stack tile."""
+    Requires kc >= 1, 1 <= mr_eff <= mr, 1 <= nr_eff <= nr; a B panel packed by `emit_pack_b`
+    (64-byte aligned; `bk` unused) or, with `direct_b`, B itself: kc rows of nr contiguous
+    elements, `bk` elements apart (all nr columns are read: the caller guarantees they exist);
+    an A panel packed by `emit_pack_a` (`am` unused) or, with `direct`, A itself: mr_eff rows
+    of kc contiguous elements, `am` elements apart (rows past mr_eff are never read). Full
+    tiles of a C with unit column stride are prefetched and stored as vectors; the others go
+    through a stack tile."""
     fn, b = new_function(module, name, [lu.I64, lu.PTR, lu.PTR, lu.PTR, lu.I64, lu.I64, lu.I1,
-                                        lu.I64, lu.I64, lu.I64], noalias=(1, 2, 3))
+                                        lu.I64, lu.I64, lu.I64, lu.I64], noalias=(1, 2, 3))
     fn.attributes.add("noinline")
-    kc, ap, bp, c, mr_eff, nr_eff, first, cm, cn, am = fn.args
+    kc, ap, bp, c, mr_eff, nr_eff, first, cm, cn, am, bk = fn.args
     ety, vty, mr, nv, vw, nr = bl.ety, bl.vty, bl.mr, bl.nv, bl.vw, bl.nr
     esz = bl.pt.byte_size
     # direct: row i of the tile reads A row min(i, mr_eff - 1) (a real row; its results for
@@ -335,8 +337,9 @@ def emit_microkernel(module: ir.Module, name: str, bl: Blocking,
             b.store(zero, slot, align=64)
 
     def step(kidx: ir.Value) -> None:
-        bo, ao = b.mul(kidx, i64(nr)), b.mul(kidx, i64(mr))
-        bv = [_load(b, bp, b.add(bo, i64(v * vw)), vty, 64) for v in range(nv)]
+        bo, ao = b.mul(kidx, bk if direct_b else i64(nr)), b.mul(kidx, i64(mr))
+        bv = [_load(b, bp, b.add(bo, i64(v * vw)), vty, esz if direct_b else 64)
+              for v in range(nv)]
         for i in range(mr):
             elem = _load(b, rows[i], kidx, ety, esz) if direct else \
                 _load(b, ap, b.add(ao, i64(i)), ety, esz)

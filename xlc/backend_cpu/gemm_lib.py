@@ -6,8 +6,10 @@ process (`xlc.backend_cpu.runtime_lib`) and called by every executable's dots.
     void xlc_gemm_f64_shares(...)
 
 `params` points at PARAMS i64 values: m, n, k, batch, the (batch, m, k) element strides of A,
-the (batch, k, n) of B, the (batch, m, n) of C, accumulate (0/1) and "B packed once" (0/1) -
-`GemmSpec.params(packed_once)`.
+the (batch, k, n) of B, the (batch, m, n) of C, accumulate (0/1) and the packing mode -
+`GemmSpec.params(mode)`: 0 packs per share, ONCE (1) reads B packed once, IN_PLACE (2) packs
+nothing (A row-major, B with unit column stride and n a multiple of NR: the microkernel reads
+both in place - small products, `gemm.reads_in_place`; no scratch at all).
 
     void xlc_gemm_f32_pack_b(ptr A, ptr B, ptr C, ptr scratch, i64 share, i64 nshares,
                              i64 slot, ptr params)
@@ -55,6 +57,10 @@ from xlc.hlo.shape import PrimitiveType
 log = logging.getLogger("xlc.backend_cpu")
 
 PARAMS = 15
+ONCE = 1
+"""The packing mode (the last parameter) of a call that reads B packed once."""
+IN_PLACE = 2
+"""The packing mode of a call that packs nothing (`gemm.reads_in_place`)."""
 """Number of i64 values of the parameter block (see the module docstring)."""
 SYMBOLS = {PrimitiveType.F32: "xlc_gemm_f32", PrimitiveType.F64: "xlc_gemm_f64"}
 SHARES_SUFFIX = "_shares"
@@ -105,27 +111,42 @@ class _Sizes:
         self.nc = smin(b, i64(max(nr, bl.nc // nr * nr)), b.mul(_ceil_div(b, n, nr), i64(nr)))
         self.nc = b.select(b.icmp_signed("<", self.nc, i64(nr)), i64(nr), self.nc)
         esz = i64(bl.pt.byte_size)
-        self.a_bytes = _round64(b, b.add(b.mul(b.mul(self.mc, self.kc), esz), i64(64)))
-        self.b_bytes = _round64(b, b.mul(b.mul(self.kc, self.nc), esz))
+        self.esz = esz
         # all of B packed once: k x n rounded up to NR columns (+ 64 bytes of alignment slack)
         self.packed_bytes = _round64(b, b.add(b.mul(b.mul(k, b.mul(
             _ceil_div(b, n, nr), i64(nr))), esz), i64(64)))
 
+    def slot_parts(self, b: ir.IRBuilder, bl: Blocking, split_m: ir.Value, per: ir.Value
+                   ) -> tuple[ir.Value, ir.Value]:
+        """Bytes of one slot's A and B blocks when a share covers at most `per` panels of
+        the split dimension (the twin of `gemm._thread_bytes`): the A block holds at most
+        `per` MR-row panels where shares split m, the B block `per` NR-column panels where
+        they split n."""
+        rows = b.select(split_m, smin(b, self.mc, b.mul(per, i64(bl.mr))), self.mc)
+        cols = b.select(split_m, self.nc, smin(b, self.nc, b.mul(per, i64(bl.nr))))
+        a_bytes = _round64(b, b.add(b.mul(b.mul(rows, self.kc), self.esz), i64(64)))
+        return a_bytes, _round64(b, b.mul(b.mul(self.kc, cols), self.esz))
+
 
 def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     """`void name.blocked(ptr a, ptr b, ptr c, i64 m0, i64 m1, i64 n0, i64 n1, ptr ap, ptr bp,
-    ptr params, ptr bpre)`: C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for one batch,
-    packing into ap/bp; when `bpre` is not null (then n0 = 0, n1 = n) B is not packed here but
-    read from `bpre`, where the pack phase (`_emit_pack_phase`) packed all of it."""
+    ptr params, ptr bpre, i1 unpacked)`: C[m0:m1, n0:n1] (+)= A[m0:m1, :] @ B[:, n0:n1] for
+    one batch, packing into ap/bp; when `bpre` is not null (then n0 = 0, n1 = n) B is not
+    packed here but read from `bpre`, where the pack phase (`_emit_pack_phase`) packed all of
+    it; when `unpacked` (row-major A, B with unit column stride and whole NR panels), nothing
+    is packed: the microkernel reads A's rows and B's rows in place (ap/bp unused)."""
     pack_a = emit_pack_a(module, f"{name}.pack_a", bl)
     pack_b = emit_pack_b(module, f"{name}.pack_b", bl)
     micro = emit_microkernel(module, f"{name}.micro", bl)
     micro_direct = emit_microkernel(module, f"{name}.micro_direct", bl, direct=True)
+    micro_in_place = emit_microkernel(module, f"{name}.micro_in_place", bl, direct=True,
+                                      direct_b=True)
     for f in (pack_a, pack_b):
         f.attributes.add("noinline")
     fn, b = new_function(module, f"{name}.blocked",
-                         [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 4, noalias=(0, 1, 2, 7, 8))
-    a, bmat, c, m0, m1, n0, n1, ap, bp, params, bpre = fn.args
+                         [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 4 + [lu.I1],
+                         noalias=(0, 1, 2, 7, 8))
+    a, bmat, c, m0, m1, n0, n1, ap, bp, params, bpre, unpacked = fn.args
     packed_once = b.icmp_unsigned("!=", b.ptrtoint(bpre, lu.I64), i64(0))
     # the first 14 values only: code compiled before passes no "B packed once"
     p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS - 1)]
@@ -142,7 +163,10 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     # one panel of columns: every A element is used once per k block, so packing A would only
     # add a pass over it; row-major A is then read in place (its rows stream from memory
     # while the microkernel computes, instead of a packing pass before it)
-    direct = b.and_(b.icmp_signed("==", ak, i64(1)), b.icmp_signed("<=", b.sub(n1, n0), i64(nr)))
+    direct = b.or_(unpacked, b.and_(b.icmp_signed("==", ak, i64(1)),
+                                    b.icmp_signed("<=", b.sub(n1, n0), i64(nr))))
+    # B needs packing unless packed once already or read in place
+    pack_here = b.not_(b.or_(packed_once, unpacked))
     with lu.for_range(b, n1, start=n0, step=bl.nc, name="jc") as jc:
         nc = smin(b, sz.nc, b.sub(n1, jc))
         with lu.for_range(b, k, name="pc", step=bl.kc) as pc_raw:
@@ -150,9 +174,9 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
             pc = b.mul(b.sdiv(pc_raw, i64(bl.kc)), sz.kc)
             kc = smin(b, sz.kc, b.sub(k, pc))
             with b.if_then(b.icmp_signed(">", kc, i64(0))):
-                with b.if_then(b.not_(packed_once)):
-                    b.call(pack_b, [gep(b, bmat, b.add(b.mul(pc, bk), b.mul(jc, bn)), ety),
-                                    bp, kc, nc, bk, bn])
+                b_block = gep(b, bmat, b.add(b.mul(pc, bk), b.mul(jc, bn)), ety)
+                with b.if_then(pack_here):
+                    b.call(pack_b, [b_block, bp, kc, nc, bk, bn])
                 ncr = b.mul(_ceil_div(b, nc, bl.nr), i64(bl.nr))
                 bsrc = b.select(packed_once, gep(b, bpre, _packed_offset(b, jc, pc, k, ncr),
                                                  ety), bp)
@@ -165,17 +189,22 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
                         b.call(pack_a, [a_block, ap, mc, kc, am, ak])
                     with lu.for_range(b, nc, step=nr, name="jr") as jr:
                         nr_eff = smin(b, i64(nr), b.sub(nc, jr))
-                        bpan = gep(b, bsrc, b.mul(jr, kc), ety)
+                        bpan = b.select(unpacked, gep(b, b_block, jr, ety),
+                                        gep(b, bsrc, b.mul(jr, kc), ety))
                         ccol = b.mul(b.add(jc, jr), cn)
                         with lu.for_range(b, mc, step=mr, name="ir") as ir_:
                             mr_eff = smin(b, i64(mr), b.sub(mc, ir_))
                             coff = b.add(b.mul(b.add(ic, ir_), cm), ccol)
                             args = [kc, None, bpan, gep(b, c, coff, ety), mr_eff, nr_eff,
-                                    first, cm, cn, am]
+                                    first, cm, cn, am, bk]
                             with b.if_else(direct) as (in_place, packed):
                                 with in_place:
                                     args[1] = gep(b, a_block, b.mul(ir_, am), ety)
-                                    b.call(micro_direct, args)
+                                    with b.if_else(unpacked) as (both, a_only):
+                                        with both:
+                                            b.call(micro_in_place, args)
+                                        with a_only:
+                                            b.call(micro_direct, args)
                                 with packed:
                                     args[1] = gep(b, ap, b.mul(ir_, kc), ety)
                                     b.call(micro, args)
@@ -235,23 +264,28 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
     # with "B packed once" set, B packed once lies at the aligned start of the scratch and
     # the slots' parts after it
     base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
-    once = b.icmp_signed("!=", packed_once, i64(0))
+    once = b.icmp_signed("==", packed_once, i64(ONCE))
+    unpacked = b.icmp_signed("==", packed_once, i64(IN_PLACE))
     bpre_at = b.inttoptr(base, lu.PTR)
     base = b.add(base, b.select(once, sz.packed_bytes, i64(0)))
-    # this slot's scratch: skip the other slots' parts
-    base = b.add(base, b.mul(slot, b.add(sz.a_bytes, sz.b_bytes)))
-    ap = b.inttoptr(base, lu.PTR)
-    bp = b.inttoptr(b.add(base, sz.a_bytes), lu.PTR)
     # shares split along m or n, whichever has more panels
     m_panels, n_panels = _ceil_div(b, m, bl.mr), _ceil_div(b, n, bl.nr)
     split_m = b.icmp_signed(">", m_panels, n_panels)
     # read there only where shares split m of one batch (each share then needs all of B)
     use_packed = b.and_(once, b.and_(split_m, b.icmp_signed("==", batch, i64(1))))
     bpre = b.select(use_packed, bpre_at, ir.Constant(lu.PTR, None))
-    step = b.select(split_m, i64(bl.mr), i64(bl.nr))
-    size = b.select(split_m, m, n)
     panels = b.select(split_m, m_panels, n_panels)
     units = b.mul(batch, panels)
+    # this slot's scratch: skip the other slots' parts (an A block, and a B block unless B
+    # is read packed once - `gemm.scratch_bytes` reserves no B blocks then), each sized for
+    # the most panels one share covers
+    a_bytes, b_bytes = sz.slot_parts(b, bl, split_m, _ceil_div(b, units, _smax1(b, nshares)))
+    slot_bytes = b.add(a_bytes, b.select(use_packed, i64(0), b_bytes))
+    base = b.add(base, b.mul(slot, slot_bytes))
+    ap = b.inttoptr(base, lu.PTR)
+    bp = b.inttoptr(b.add(base, a_bytes), lu.PTR)
+    step = b.select(split_m, i64(bl.mr), i64(bl.nr))
+    size = b.select(split_m, m, n)
     lo = b.sdiv(b.mul(units, share), nshares)
     hi = b.sdiv(b.mul(units, b.add(share, i64(1))), nshares)
     with b.if_then(b.icmp_signed("<", lo, hi)):
@@ -269,7 +303,7 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
             n1 = b.select(split_m, n, r1)
             b.call(blocked, [gep(b, a, b.mul(bi, sa), ety), gep(b, bm, b.mul(bi, sb), ety),
                              gep(b, c, b.mul(bi, sc), ety), m0, m1, n0, n1, ap, bp, params,
-                             bpre])
+                             bpre, unpacked])
     b.ret_void()
     fn = ir.Function(module, SHARES_TYPE, name=name + SHARES_SUFFIX)
     fb = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from llvmlite import ir
 
+from xlc.backend_cpu.profile_lib import call_share
 from xlc.backend_cpu.thread_pool import (
     JOB_TYPE,
     MAX_WORKERS,
@@ -110,7 +111,7 @@ def run_parallel(b: ir.IRBuilder, part: ir.Function, ptrs: list[ir.Value], count
         total = ir.Constant(lu.I64, count)
         begin = jb.sdiv(jb.mul(total, tid), n)
         end = jb.sdiv(jb.mul(total, jb.add(tid, ir.Constant(lu.I64, 1))), n)
-        jb.call(part, _unpack(jb, args, len(ptrs)) + [begin, end])
+        call_share(jb, part, _unpack(jb, args, len(ptrs)) + [begin, end], tid)
         jb.ret_void()
     threads = max(1, min(nthreads, count))
     shares = share_count(count, nthreads)
@@ -143,7 +144,7 @@ def emit_threaded_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs
     job.linkage = "internal"
     jb = ir.IRBuilder(job.append_basic_block("entry"))
     args, tid, n = job.args
-    jb.call(kernel, _unpack(jb, args, nptrs) + [tid, n])
+    call_share(jb, kernel, _unpack(jb, args, nptrs) + [tid, n], tid)
     jb.ret_void()
     fn = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * nptrs + [lu.I64]), name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -168,7 +169,7 @@ def emit_slotted_entry(module: ir.Module, name: str, kernel: ir.Function, nptrs:
     job.linkage = "internal"
     jb = ir.IRBuilder(job.append_basic_block("entry"))
     args, share, n, slot = job.args
-    jb.call(kernel, _unpack(jb, args, nptrs) + [share, n, slot])
+    call_share(jb, kernel, _unpack(jb, args, nptrs) + [share, n, slot], share)
     jb.ret_void()
     fn = ir.Function(module, ir.FunctionType(lu.VOID, [lu.PTR] * nptrs + [lu.I64] * 2),
                      name=name)

@@ -53,6 +53,8 @@ class Library:
     args: tuple[str, ...] = ()
     opt_level: int = 3
     requires: tuple[str, ...] = ()
+    on_load: str = ""
+    """`module:function()` called once its symbols are registered in this process (or "")."""
 
 
 LIBRARIES: dict[str, Library] = {
@@ -70,6 +72,11 @@ LIBRARIES: dict[str, Library] = {
                 ("u32",), requires=("pool",)),
         Library("vsort64", ("xlc_vsort_u64",), "xlc.backend_cpu.vsort_lib:build_vsort_library",
                 ("u64",), requires=("pool",)),
+        # the run-time profile's recorder (profiled code only: CompileOptions.profile)
+        Library("profile", ("xlc_prof_begin", "xlc_prof_end", "xlc_prof_now",
+                            "xlc_prof_share_end", "xlc_prof_set_buffer", "xlc_prof_count"),
+                "xlc.backend_cpu.profile_lib:build_profile_library", opt_level=2,
+                on_load="xlc.backend_cpu.profiler:library_loaded"),
     )
 }
 _BY_SYMBOL = {sym: lib.name for lib in LIBRARIES.values() for sym in lib.exports}
@@ -142,6 +149,7 @@ def ensure(name: str) -> None:
         for sym in lib.exports:
             llvm.add_symbol(sym, engine.address(sym))
         _optimized_ir[name] = str(ref)
+        _loaded(lib)
         log.debug("run-time library %s compiled", name)
         if cached is not None:
             from xlc.fileio import write_bytes_atomic
@@ -221,3 +229,11 @@ def _link(lib: Library, obj: bytes, where: str) -> None:
     for sym, addr in addrs.items():
         llvm.add_symbol(sym, addr)
     _engines.append(engine)
+    _loaded(lib)
+
+
+def _loaded(lib: Library) -> None:
+    """Run `lib.on_load` (its symbols are now resolvable)."""
+    if lib.on_load:
+        mod_name, fn_name = lib.on_load.split(":")
+        getattr(importlib.import_module(mod_name), fn_name)()

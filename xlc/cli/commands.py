@@ -201,7 +201,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run an HLO file or an .xlc executable on inputs from an .npz; write outputs out0.. to an
     .npz (tuple/pytree results flattened in order)."""
     import xlc
+    from xlc.cli import profile_cmd
 
+    if getattr(args, "profile", None) or profile_cmd.is_function_input(args.input):
+        return profile_cmd.cmd_run(args)  # module:function input, run-time profile
+    if getattr(args, "arg", None) or getattr(args, "static", None):
+        raise UsageError("--arg/--static apply to module:function inputs, not files")
     if is_artifact(args.input):
         from xlc.frontend.arguments import convert_arg as _convert_arg
 
@@ -276,33 +281,39 @@ def _resolve_function(target: str) -> Any:
     return obj
 
 
-def compile_input(args: argparse.Namespace) -> Any:
-    """A `Compiled` for the compile verb's INPUT (.hlo, or module:function with --arg specs)."""
-    import xlc
+def lower_function(args: argparse.Namespace, opts: Any, specs: list[Any]) -> Any:
+    """`Lowered` of the `module:function` INPUT for `specs` (arrays or ShapeDtypes) and the
+    `--static` keyword arguments; a jitted function keeps its decorator's static and donated
+    arguments. An exception from the user's function becomes an ArgumentError naming it."""
     from xlc.api import Jitted
 
-    opts = _options(args)
-    if args.input.endswith(".hlo") or Path(args.input).is_file():
-        if args.arg or args.static:
-            raise UsageError("--arg/--static apply to module:function inputs, not HLO files")
-        return xlc.compile(load_module(args.input), backend=opts.backend, options=opts)
     fn = _resolve_function(args.input)
     statics = _parse_static(args.static or [])
-    specs = _parse_arg_specs(args.arg or [])
     if isinstance(fn, Jitted):  # keep the decorator's static/donated arguments
         jitted = Jitted(fn.fn, tuple(fn.static_argnums), tuple(fn.static_argnames | set(statics)),
                         tuple(fn.donate_argnums), opts.backend, opts)
     else:
         jitted = Jitted(fn, (), tuple(statics), (), opts.backend, opts)
     try:
-        lowered = jitted.lower(*specs, **statics)
+        return jitted.lower(*specs, **statics)
     except (XlcError, MemoryError, RecursionError):
         raise
     except Exception as e:  # raised by the user's function (or under it) while tracing
         first = (str(e).splitlines() or [""])[0]
         raise ArgumentError(f"{args.input} raised {type(e).__name__} while being traced"
                             f"{': ' + first if first else ''}") from e
-    return lowered.compile()
+
+
+def compile_input(args: argparse.Namespace) -> Any:
+    """A `Compiled` for the compile verb's INPUT (.hlo, or module:function with --arg specs)."""
+    import xlc
+
+    opts = _options(args)
+    if args.input.endswith(".hlo") or Path(args.input).is_file():
+        if args.arg or args.static:
+            raise UsageError("--arg/--static apply to module:function inputs, not HLO files")
+        return xlc.compile(load_module(args.input), backend=opts.backend, options=opts)
+    return lower_function(args, opts, _parse_arg_specs(args.arg or [])).compile()
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -539,7 +550,10 @@ def cmd_viz(args: argparse.Namespace) -> int:
         if suffix in (".html", ".htm"):
             kwargs["compute_assignment"] = False  # never a different one than the file's
     else:
-        module = load_module(args.input)
+        from xlc.cli.profile_cmd import function_module, is_function_input
+
+        module = (function_module(args) if is_function_input(args.input)
+                  else load_module(args.input))
         if (args.stage or "optimized") == "optimized":
             from xlc.api import optimize_module
             from xlc.options import default_options

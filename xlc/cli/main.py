@@ -1,4 +1,5 @@
-"""The `xlc` console script: `hlo`, `run`, `compile`, `inspect`, `cache`, `viz`, `demo`.
+"""The `xlc` console script: `hlo`, `run`, `compile`, `inspect`, `cache`, `viz`, `demo`,
+`export`, `profile`.
 
 Exit codes: 0 success; 1 user error (one line on stderr, no traceback unless --debug); 2 usage.
 The verbs themselves live in commands.py; this module only builds the argument parser and
@@ -25,6 +26,7 @@ from xlc.cli.commands import (
     cmd_run,
     cmd_viz,
 )
+from xlc.cli.profile_cmd import add_function_args, add_profile_parser
 from xlc.errors import ParseError, XlcError
 
 log = logging.getLogger("xlc.cli")
@@ -70,6 +72,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--backend", choices=backend_names(), default=None,
                    help="backend for .hlo input (default: XLC_FLAGS --backend, else cpu)")
     r.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
+    r.add_argument("--profile", metavar="OUT.json", help="compile with run-time profiling "
+                   "(cpu) and write the run's Chrome trace here (docs/profiling.md)")
+    add_function_args(r)  # INPUT may also be module:function
     r.set_defaults(func=cmd_run)
 
 
@@ -130,6 +135,7 @@ def _add_viz(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--backend", choices=backend_names(), default=None,
                    help="pipeline for --stage optimized (default: XLC_FLAGS --backend, else "
                    "cpu)")
+    add_function_args(v)  # INPUT may also be module:function
     v.set_defaults(func=cmd_viz)
 
 
@@ -141,6 +147,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_demo)
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    from xlc.cli.export_cmd import add_export_parser  # the verb lives in export_cmd.py
+
+    add_export_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree for every verb."""
     p = argparse.ArgumentParser(prog="xlc", description="xlc: an XLA-style tensor compiler.")
@@ -149,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", metavar="VERB")
     for add in (_add_hlo, _add_run, _add_compile, _add_inspect, _add_cache, _add_viz, _add_demo):
         add(sub)
+    _add_export(sub)
+    add_profile_parser(sub)  # `xlc profile` (profile_cmd.py)
     return p
 
 

@@ -14,7 +14,9 @@ buffer. That is only correct when the shared storage is not needed elsewhere, so
    no other reader that may run later (dependency order), the value does not reach its
    computation's root, and, for a body root or an aliased output, the old value (loop state,
    donated parameter) is last read no later than the new value is defined, by an instruction
-   that may write its result over its operand (`can_share_operand_buffer`);
+   that may write its result over its operand (`can_share_operand_buffer`) - a reader merely
+   unordered with the new value's writers gets a control edge to them instead (an SGD step's
+   backward `dh @ w.T` runs before the update of donated `w`, and `w` is never copied);
 3. copies live-out entry parameters (unless io-aliased to that output) and constants, and values
    that appear twice in the entry result (the special cases; these stay), then orders each kept
    body-root / aliased-output copy after every other reader of the old value.
@@ -265,7 +267,12 @@ class CopyInsertion:
         if old_at_root:
             return False  # the old value is a result too: it must survive to the end
         # without the copy, every instruction that writes the new value's storage writes the
-        # slot: each must run after the last read of the old value, or read it in place
+        # slot: each must run after the last read of the old value, or read it in place. A
+        # reader that is merely unordered with a writer (the backward pass's `dh @ w.T` and
+        # the update `w - lr * dw` of a donated weight) gets a control edge to it instead of
+        # the copy, which would keep a second full copy of the slot live all along; only a
+        # reader that depends on the writer keeps the copy.
+        edges: list[tuple[HloInstruction, HloInstruction]] = []
         for w, widx in _storage_writers(src, sidx):
             for r in old_readers:
                 if r is w:
@@ -277,7 +284,11 @@ class CopyInsertion:
                                             for k in slots):
                         return False
                 elif not ordering.executes_before(r, w):
-                    return False
+                    if r.parent is not w.parent or ordering.executes_before(w, r):
+                        return False
+                    edges.append((r, w))
+        for r, w in edges:
+            w.add_control_predecessor(r)
         return True
 
 

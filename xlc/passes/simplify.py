@@ -45,8 +45,10 @@ shapes (`simplify_shapes.py`)
                             unless it is the reducer's identity)
  35. dot-to-multiply        dot with size-1 (or no) contracting dims -> multiply of broadcasts
  36. dot-vector-to-reduce   dot without free dims (vector.vector) -> reduce(multiply, 0, add)
+ 37. copy-noop              copy keeping shape, layout and memory space -> A (copy insertion,
+                            later, adds the copies aliasing needs)
 
-Copies are left alone (copy insertion owns them). Numerics: every rewrite is exact except the
+Layout-changing copies stay (they are relayouts). Numerics: every rewrite is exact except the
 float reassociations XLA also makes: add-zero and add-update-slice (-0 + 0 = +0),
 div-*-to-mul (reciprocal rounding), log-exp (overflowing exp), dot-vector-to-reduce
 (summation order).

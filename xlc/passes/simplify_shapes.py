@@ -163,6 +163,21 @@ def rewrite_pad(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
     return None
 
 
+def rewrite_copy(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
+    """`copy-noop`: an array copy with its operand's shape, layout and memory space (tiling
+    included) -> operand, as XLA's simplifier does. Copy insertion, which runs after every
+    simplification, adds back each copy that aliasing needs (while state, in-place operands,
+    live-out parameters, donated outputs); a copy the user or the tracer wrote (`jnp.copy`,
+    the marker `xlc.vjp` puts on its inputs) otherwise kept a second buffer live."""
+    (a,) = inst.operands
+    if not inst.shape.is_array or not a.shape.is_array:
+        return None
+    tails = [s.layout.tail if s.layout is not None else "" for s in (inst.shape, a.shape)]
+    if tails[0] != tails[1]:
+        return None
+    return replace_with_operand(inst, a, "copy-noop")
+
+
 def rewrite_reverse(inst: HloInstruction, rw: Rewriter) -> Rewrite | None:
     """`reverse-trivial`: reverse over no dims or only size-1 dims -> operand."""
     (a,) = inst.operands
@@ -269,6 +284,7 @@ SHAPE_REWRITES = {
     Opcode.CONCATENATE: rewrite_concatenate,
     Opcode.PAD: rewrite_pad,
     Opcode.REVERSE: rewrite_reverse,
+    Opcode.COPY: rewrite_copy,
     Opcode.REDUCE: rewrite_reduce,
     Opcode.DOT: rewrite_dot,
 }

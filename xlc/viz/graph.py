@@ -12,7 +12,11 @@ clusters:
 - scalar constants are folded into their users' labels (`operand 1 = 0.5`) when
   `collapse_constants`; tuple / get-tuple-element plumbing is skipped when `hide_plumbing`
   (edges then run from the real producer, labelled with the tuple index);
-- label lines are capped at `max_label` characters.
+- label lines are capped at `max_label` characters;
+- with `group_repeats`, back-to-back copies of one instruction pattern (a layer traced in a
+  Python loop; `xlc.viz.repeats`) become clusters of kind "layer", one per copy.
+Every node and cluster carries hover `details` (with the user's source line and the
+instruction's HLO text) and a lower-case `search` text (name, opcode, op_name, source line).
 Embedded computations (reduce/sort/map bodies) are not drawn: their caller's label names them.
 """
 from __future__ import annotations
@@ -24,7 +28,9 @@ from typing import TYPE_CHECKING
 from xlc.errors import XlcError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.printer import print_instruction
 from xlc.hlo.shape import Shape
+from xlc.viz.repeats import find_repeats
 
 if TYPE_CHECKING:
     from xlc.passes.buffer_assignment import BufferAssignment
@@ -51,7 +57,8 @@ _CONTROL_OPS = frozenset({Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL})
 
 @dataclass
 class VizNode:
-    """One drawn instruction. `lines` is the capped label; `details` the full hover text."""
+    """One drawn instruction. `lines` is the capped label; `details` the full hover text;
+    `search` what the page's search box matches (lower case)."""
 
     id: str
     inst: HloInstruction
@@ -59,12 +66,14 @@ class VizNode:
     lines: list[str]
     details: list[tuple[str, str]]
     cluster: str | None  # id of the innermost cluster holding it (None: top level)
+    search: str = ""
 
 
 @dataclass
 class VizCluster:
-    """A fusion (kind "fusion", id = the fusion's node id) or a called computation (kind
-    "computation"). `nodes` are its direct members, `children` its nested clusters."""
+    """A fusion (kind "fusion", id = the fusion's node id), a called computation (kind
+    "computation") or one copy of a repeated layer (kind "layer"). `nodes` are its direct
+    members, `children` its nested clusters; `search` as for VizNode."""
 
     id: str
     kind: str
@@ -76,6 +85,7 @@ class VizCluster:
     inst: HloInstruction | None = None
     nodes: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    search: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,8 +159,10 @@ def constant_value(inst: HloInstruction) -> str | None:
 
 class _Builder:
     def __init__(self, module: HloModule, assignment: BufferAssignment | None, max_label: int,
-                 collapse_constants: bool, hide_plumbing: bool):
+                 collapse_constants: bool, hide_plumbing: bool, group_repeats: bool = False):
         self.g = VizGraph(module)
+        self.group = group_repeats
+        self.where: dict[int, str | None] = {}  # instruction uid -> the cluster it is drawn in
         self.assignment = assignment
         self.max_label = max_label
         self.collapse = collapse_constants
@@ -217,10 +229,21 @@ class _Builder:
             out.append(("slice", sl))
         if inst.called:
             out.append(("calls", ", ".join(c.name for c in inst.called)))
-        op_name = inst.metadata.get("op_name")
-        if op_name:
-            out.append(("op_name", op_name))
+        meta = inst.metadata
+        src = source_text(inst)
+        if src:
+            out.append(("source", src))
+        if meta.get("op_name"):
+            out.append(("op_name", meta["op_name"]))
+        out.append(("hlo", cap(print_instruction(inst, print_metadata=False), 400)))
         return out
+
+    def search_text(self, inst: HloInstruction) -> str:
+        meta = inst.metadata
+        parts = [inst.name, inst.opcode.text, meta.get("op_name", ""), source_text(inst)]
+        if inst.opcode is Opcode.FUSION:
+            parts += [i.opcode.text for i in inst.fused_computation.instructions]
+        return " ".join(p for p in parts if p).lower()
 
     def label(self, inst: HloInstruction) -> list[str]:
         lines = [inst.name, self.opcode_line(inst), shape_text(inst.shape)]
@@ -234,16 +257,55 @@ class _Builder:
 
     # ---- structure ---------------------------------------------------------------------------
     def add_computation(self, comp: HloComputation, cluster: str | None) -> None:
+        layer_of = self.layers(comp, cluster) if self.group else {}
         for inst in comp.instructions:
             if self.collapsed(inst) or self.hidden(inst):
                 continue
             nid = node_id(inst)
+            home = layer_of.get(inst.uid, cluster)
+            self.where[inst.uid] = home
             if inst.opcode is Opcode.FUSION:
-                self.add_fusion(inst, cluster)
+                self.add_fusion(inst, home)
                 continue
             self.g.nodes[nid] = VizNode(nid, inst, self.kind(inst, comp), self.label(inst),
-                                        self.details(inst), cluster)
-            self.member(cluster).append(nid)
+                                        self.details(inst), home, self.search_text(inst))
+            self.member(home).append(nid)
+
+    def layers(self, comp: HloComputation, cluster: str | None) -> dict[int, str]:
+        """Clusters of kind "layer" for the repeated stretches of `comp` (in a topological
+        order, parameters left out, so that each stretch is convex); uid -> layer id."""
+        schedule = self.g.module.schedule
+        order = schedule.get(comp) if schedule is not None else None
+        seq = [i for i in (order or comp.post_order())
+               if i.opcode is not Opcode.PARAMETER and not self.collapsed(i)
+               and not self.hidden(i)]
+        out: dict[int, str] = {}
+        pos = {inst.uid: k for k, inst in enumerate(seq)}
+        # the same step of two copies also takes its operands from the same distance back
+        sigs = [signature(inst) + tuple(k - pos[o.uid] if o.uid in pos else -1
+                                        for o in inst.operands)
+                for k, inst in enumerate(seq)]
+        for rep in find_repeats(sigs):
+            for k in range(rep.count):
+                part = seq[rep.start + k * rep.period: rep.start + (k + 1) * rep.period]
+                lid = f"l{part[0].uid}"
+                lines = sorted({int(i.metadata["source_line"]) for i in part
+                                if i.metadata.get("source_line", "").isdigit()})
+                where = "" if not lines else f" · line {lines[0]}" if len(lines) == 1 \
+                    else f" · lines {lines[0]}-{lines[-1]}"
+                title = cap(f"layer {k + 1} of {rep.count}", self.max_label)
+                sub = cap(f"{rep.period} instructions{where}", self.max_label)
+                details = [("layer", f"{k + 1} of {rep.count} repeated copies"),
+                           ("instructions", str(rep.period)),
+                           ("first", part[0].name), ("last", part[-1].name)]
+                src = source_text(part[0])
+                if src:
+                    details.append(("source", src))
+                c = VizCluster(lid, "layer", title, sub, details, cluster, comp,
+                               search=f"layer {k + 1} {src}".lower())
+                self.add_cluster(c)
+                out.update((i.uid, lid) for i in part)
+        return out
 
     def member(self, cluster: str | None) -> list[str]:
         return self.g.clusters[cluster].nodes if cluster is not None else self.g.top
@@ -261,7 +323,8 @@ class _Builder:
         title = cap(f"{inst.name}", self.max_label)
         subtitle = cap(f"{self.opcode_line(inst)} · {shape_text(inst.shape)}", self.max_label)
         details = self.details(inst) + [("fused ops", str(n_ops))]
-        c = VizCluster(node_id(inst), "fusion", title, subtitle, details, parent, fused, inst)
+        c = VizCluster(node_id(inst), "fusion", title, subtitle, details, parent, fused, inst,
+                       search=self.search_text(inst))
         self.add_cluster(c)
         self.add_computation(fused, c.id)
 
@@ -274,7 +337,8 @@ class _Builder:
         details = [("computation", comp.name), ("role", role), ("called by", caller.name),
                    ("instructions", str(len(comp.instructions)))]
         c = VizCluster(cid, "computation", cap(f"{role}: {comp.name}", self.max_label),
-                       cap(f"called by {caller.name}", self.max_label), details, parent, comp)
+                       cap(f"called by {caller.name}", self.max_label), details, parent, comp,
+                       search=f"{comp.name} {role}".lower())
         self.add_cluster(c)
         self.add_computation(comp, cid)
         self.add_callees(comp, cid, seen)
@@ -284,7 +348,8 @@ class _Builder:
             if inst.opcode not in _CONTROL_OPS:
                 continue
             for k, callee in enumerate(inst.called):
-                self.add_callee(callee, call_role(inst, k), inst, cluster, seen)
+                home = self.where.get(inst.uid, cluster) if self.group else cluster
+                self.add_callee(callee, call_role(inst, k), inst, home, seen)
 
     # ---- edges -------------------------------------------------------------------------------
     def sources(self, inst: HloInstruction, label: str = "") -> list[tuple[str, str]]:
@@ -367,16 +432,39 @@ def call_role(caller: HloInstruction, k: int) -> str:
     return "called computation"
 
 
+def source_text(inst: HloInstruction) -> str:
+    """`file.py:12` from the instruction's metadata (the user's source line), else ""."""
+    meta = inst.metadata
+    path, line = meta.get("source_file", ""), meta.get("source_line", "")
+    if not path and not line:
+        return ""
+    return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if line else path
+
+
+def signature(inst: HloInstruction) -> tuple[str, ...]:
+    """What must match for two instructions to count as the same step of a repeated layer:
+    opcode, fusion kind and root, and the source line (the shape when there is none)."""
+    meta = inst.metadata
+    extra = ""
+    if inst.opcode is Opcode.FUSION:
+        root = inst.fused_computation.root
+        extra = f"{inst.attrs.get('kind', '')}/{root.opcode.text if root is not None else ''}"
+    where = meta.get("source_file", "") + ":" + meta.get("source_line", "")
+    return (inst.opcode.text, extra, where if where != ":" else shape_text(inst.shape),
+            meta.get("op_name", ""))
+
+
 def build_graph(module: HloModule, assignment: BufferAssignment | None = None, *,
                 max_label: int = 40, collapse_constants: bool = True,
-                hide_plumbing: bool = False) -> VizGraph:
+                hide_plumbing: bool = False, group_repeats: bool = False) -> VizGraph:
     """The drawable graph of `module` (see the module docstring).
 
     Requires a module with an entry computation. Guarantees: every edge's endpoints are nodes
     of the result; every fusion drawn has a cluster with its fused computation's nodes."""
     if module.entry is None:
         raise XlcError(f"module '{module.name}' has no entry computation to draw")
-    b = _Builder(module, assignment, max_label, collapse_constants, hide_plumbing)
+    b = _Builder(module, assignment, max_label, collapse_constants, hide_plumbing,
+                 group_repeats)
     b.add_computation(module.entry, None)
     b.add_callees(module.entry, None, {id(module.entry)})
     b.add_edges()

@@ -1,10 +1,5 @@
-"""CSS and JavaScript inlined into the page `xlc.viz.html.to_html` writes (no network, no CDN).
-
-The script: records any error into `#errors` and `body[data-errors]`; pan (drag) and zoom
-(wheel, buttons) on the graph by rewriting the SVG viewBox; a hover card for every element with
-a `data-tip`; clicking a timeline buffer highlights and centres its instruction in the graph;
-and finally sets `body[data-rendered="ok"]`.
-"""
+"""The CSS inlined into the page `xlc.viz.html.to_html` writes (no network, no CDN); the
+script is `xlc.viz.html_script.SCRIPT_JS`, the layout `xlc.viz.layout.LAYOUT_JS`."""
 from __future__ import annotations
 
 CSS = """
@@ -39,8 +34,9 @@ section > h2 .hint { font-weight:400; color:var(--muted); font-size:12px; }
 #graph { width:100%; height:100%; display:block; user-select:none; }
 .node rect { stroke-width:1.2; }
 .node text, .cluster text { font-size:11px; fill:var(--ink); }
+.panel-title { font-size:12px; font-weight:700; fill:var(--ink); }
 .node text.op { font-weight:600; }
-.node text.dim { fill:var(--muted); }
+.node text.dim, .cluster text.dim { fill:var(--muted); }
 .node.k-input rect { fill:#d8f3dc; stroke:#2d6a4f; }
 .node.k-parameter rect { fill:#edf6f0; stroke:#52796f; }
 .node.k-output rect { fill:#ffd6d6; stroke:#b23a48; stroke-width:2.4; }
@@ -50,15 +46,42 @@ section > h2 .hint { font-weight:400; color:var(--muted); font-size:12px; }
 .node.k-control rect { fill:#e0d7ff; stroke:#5a4fcf; }
 .node.k-heavy rect { fill:#cfe2ff; stroke:#1d4ed8; }
 .node.k-op rect { fill:#fff; stroke:#495057; }
-.node:hover rect, .cluster-head:hover { filter:brightness(.93); }
-.node.hl rect, .cluster.hl > rect.frame { stroke:var(--peak); stroke-width:3.5; }
-.cluster > rect.frame { fill:#fff6dc; stroke:#d4a017; stroke-width:1.3; }
-.cluster.computation > rect.frame { fill:#fbfbff; stroke:#5a4fcf; stroke-dasharray:5 3; }
+.node:hover rect, .cluster.closed:hover rect, .cluster .head:hover { filter:brightness(.93); }
 .cluster text.title { font-weight:600; }
+.cluster.closed { cursor:pointer; }
+.cluster.closed rect { stroke-width:1.4; }
+.cluster.closed.fusion rect { fill:#fff2c6; stroke:#d4a017; }
+.cluster.closed.computation rect { fill:#eeeaff; stroke:#5a4fcf; stroke-dasharray:5 3; }
+.cluster.closed.layer rect { fill:#dff4f1; stroke:#2a8f73; stroke-width:2; }
+.cluster.closed rect + text + text + text { fill:var(--accent); }
+.cluster.open > rect.frame { fill:#fffaf0; stroke:#d4a017; stroke-width:1.3; }
+.cluster.open.computation > rect.frame { fill:#fbfbff; stroke:#5a4fcf; stroke-dasharray:5 3; }
+.cluster.open.layer > rect.frame { fill:#f4fbfa; stroke:#2a8f73; stroke-width:1.6; }
+.cluster.open > rect.head { fill:rgba(0,0,0,.035); stroke:none; cursor:pointer; }
+.cluster.open text.title { cursor:pointer; }
+.node.hl rect, .cluster.hl > rect { stroke:var(--peak) !important; stroke-width:3.5 !important; }
+.match > rect:first-child { stroke:#f59f00 !important; stroke-width:3 !important; }
+.has-match > rect:first-child { stroke:#f59f00 !important; stroke-width:3 !important;
+                                stroke-dasharray:4 2; }
+.current > rect:first-child { stroke:var(--peak) !important; stroke-width:4 !important; }
 .edge { fill:none; stroke:#8792a2; stroke-width:1.3; }
 .edge.control { stroke-dasharray:2 3; }
 .edge.call { stroke:#5a4fcf; stroke-dasharray:6 4; opacity:.6; }
 .edge-label { font-size:9.5px; fill:var(--muted); }
+#search { border:1px solid var(--line); border-radius:6px; padding:3px 8px; width:260px;
+          font-size:12.5px; }
+#hits { color:var(--muted); font-size:12px; font-weight:400; min-width:90px; }
+.memory { padding:10px 16px 4px; }
+.memory p { margin:4px 0 8px; color:var(--ink); }
+.membar { display:flex; height:26px; border-radius:6px; overflow:hidden;
+          border:1px solid var(--line); max-width:1180px; position:relative; }
+.membar div { height:100%; font-size:11px; color:#fff; padding:5px 6px; white-space:nowrap;
+              overflow:hidden; }
+.membar .seg-parameters { background:#52796f; }
+.membar .seg-outputs { background:#b23a48; }
+.membar .seg-temp { background:#d4a017; position:relative; }
+.membar .live-mark { position:absolute; top:0; bottom:0; width:0;
+                     border-left:2px dashed var(--peak); padding:0; }
 .timeline-wrap { padding:8px 16px 14px; overflow-x:auto; }
 .timeline-wrap h3 { margin:10px 0 2px; font-size:13px; }
 .legend { display:flex; flex-wrap:wrap; gap:14px; padding:10px 16px 0; color:var(--muted); }
@@ -89,102 +112,4 @@ details.allocs tr.k-temp td:nth-child(2) { color:#b7860b; font-weight:600; }
            display:none; z-index:10; }
 #errors { color:#b00020; padding:0 28px; font-family:monospace; }
 footer { color:var(--muted); padding:0 28px 20px; font-size:11px; }
-"""
-
-JS = r"""
-(function () {
-  'use strict';
-  var errors = [];
-  function report(msg) {
-    errors.push(String(msg));
-    document.body.setAttribute('data-errors', String(errors.length));
-    var box = document.getElementById('errors');
-    if (box) { var d = document.createElement('div'); d.className = 'js-error';
-               d.textContent = 'JS error: ' + msg; box.appendChild(d); }
-  }
-  window.addEventListener('error', function (e) { report(e.message || e); });
-  try {
-    var view = document.getElementById('graph-view');
-    var svg = document.getElementById('graph');
-    var full = svg.getAttribute('data-size').split(' ').map(Number);
-    var vb = { x: 0, y: 0, w: full[0], h: full[1] };
-    function apply() { svg.setAttribute('viewBox', vb.x + ' ' + vb.y + ' ' + vb.w + ' ' + vb.h); }
-    function frame(minScale) {
-      // whole graph when it fits at `minScale` or more; else start at the top-left corner
-      var r = view.getBoundingClientRect();
-      var s = Math.min(r.width / (full[0] + 40), r.height / (full[1] + 40));
-      if (minScale !== undefined) { s = Math.max(s, Math.min(minScale, 1.0)); }
-      var w = r.width / s, h = r.height / s;
-      vb = { x: w > full[0] + 40 ? (full[0] - w) / 2 : -20,
-             y: h > full[1] + 40 ? (full[1] - h) / 2 : -20, w: w, h: h };
-      apply();
-    }
-    function fit() { frame(); }
-    function zoom(f, cx, cy) {
-      var r = view.getBoundingClientRect();
-      var px = cx === undefined ? 0.5 : (cx - r.left) / r.width;
-      var py = cy === undefined ? 0.5 : (cy - r.top) / r.height;
-      var nw = vb.w * f, nh = vb.h * f;
-      vb.x += (vb.w - nw) * px; vb.y += (vb.h - nh) * py; vb.w = nw; vb.h = nh; apply();
-    }
-    view.addEventListener('wheel', function (e) {
-      e.preventDefault(); zoom(e.deltaY > 0 ? 1.15 : 1 / 1.15, e.clientX, e.clientY);
-    }, { passive: false });
-    var drag = null;
-    view.addEventListener('mousedown', function (e) {
-      drag = { x: e.clientX, y: e.clientY, vx: vb.x, vy: vb.y }; view.classList.add('dragging');
-    });
-    window.addEventListener('mousemove', function (e) {
-      if (!drag) { return; }
-      var r = view.getBoundingClientRect();
-      vb.x = drag.vx - (e.clientX - drag.x) * vb.w / r.width;
-      vb.y = drag.vy - (e.clientY - drag.y) * vb.h / r.height; apply();
-    });
-    window.addEventListener('mouseup', function () {
-      drag = null; view.classList.remove('dragging');
-    });
-    document.getElementById('zoom-in').onclick = function () { zoom(1 / 1.3); };
-    document.getElementById('zoom-out').onclick = function () { zoom(1.3); };
-    document.getElementById('zoom-fit').onclick = fit;
-    frame(0.75);
-
-    var tip = document.getElementById('tooltip');
-    document.addEventListener('mouseover', function (e) {
-      var t = e.target.closest ? e.target.closest('[data-tip]') : null;
-      if (!t) { tip.style.display = 'none'; return; }
-      tip.textContent = t.getAttribute('data-tip'); tip.style.display = 'block';
-    });
-    document.addEventListener('mousemove', function (e) {
-      if (tip.style.display !== 'block') { return; }
-      var x = e.clientX + 14, y = e.clientY + 14;
-      if (x + tip.offsetWidth > window.innerWidth - 8) { x = e.clientX - tip.offsetWidth - 14; }
-      if (y + tip.offsetHeight > window.innerHeight - 8) { y = e.clientY - tip.offsetHeight - 14; }
-      tip.style.left = x + 'px'; tip.style.top = y + 'px';
-    });
-
-    function focusNode(id) {
-      var olds = svg.querySelectorAll('.hl');
-      for (var i = 0; i < olds.length; i++) { olds[i].classList.remove('hl'); }
-      var el = document.getElementById(id);
-      if (!el) { return; }
-      el.classList.add('hl');
-      var box = el.getBBox(), m = el.transform.baseVal.consolidate();
-      var cx = box.x + box.width / 2 + (m ? m.matrix.e : 0);
-      var cy = box.y + box.height / 2 + (m ? m.matrix.f : 0);
-      vb.x = cx - vb.w / 2; vb.y = cy - vb.h / 2; apply();
-      view.scrollIntoView({ behavior: 'smooth', block: 'center' });
-    }
-    var bufs = document.querySelectorAll('svg.timeline .buf');
-    for (var i = 0; i < bufs.length; i++) {
-      bufs[i].addEventListener('click', function (e) {
-        focusNode(e.currentTarget.getAttribute('data-inst'));
-      });
-    }
-    document.body.setAttribute('data-nodes', String(svg.querySelectorAll('.node').length));
-    document.body.setAttribute('data-buffers', String(bufs.length));
-  } catch (err) {
-    report(err && err.stack ? err.stack : err);
-  }
-  if (!errors.length) { document.body.setAttribute('data-rendered', 'ok'); }
-})();
 """

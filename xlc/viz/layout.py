@@ -1,192 +1,208 @@
-"""A small layered (Sugiyama-style) DAG layout, so the HTML page needs no graphviz.
+"""The graph layout the HTML page runs: a layered (Sugiyama-style) left-to-right DAG layout in
+JavaScript, so that opening or closing a cluster re-lays the graph out in the browser.
 
-Steps: longest-path layering (sources pulled down next to their first user), dummy nodes on
-edges spanning several layers, barycenter sweeps to reduce crossings, then x placement by
-isotonic regression (each node as close as possible to the mean of its neighbours while keeping
-the layer's order and spacing). Top to bottom; sizes in pixels.
+`LAYOUT_JS` defines `XlcLayout.layered(ids, sizes, edges)`:
+- ids: item ids; sizes: `{id: [width, height]}`; edges: `[[src, dst], ...]` (unknown endpoints,
+  self loops and duplicates are dropped);
+- returns `{pos: {id: [x, y]}, edges: [[src, dst]], paths: [[[x, y], ...]], width, height}`:
+  top-left corners, the kept edges and one polyline per kept edge (from the source's right
+  middle to the target's left middle), and the bounding box.
+
+Steps: longest-path layering into columns (sources pulled right, next to their first user);
+dummy points on edges spanning several columns (up to `LONG_SPAN`; longer ones are drawn
+straight); barycenter sweeps to reduce crossings; then the position inside each column by
+isotonic regression (each item as close as possible to the mean of its neighbours while keeping
+the column's order and gaps). Items of one column never overlap and columns are disjoint, so
+no two boxes overlap. Cost: O((n + dummies) log n) per sweep; 3000 items lay out in well under
+a second in Chromium.
+
+`XlcLayout.path(points, dx, dy)` is the SVG path `d` of a polyline with horizontal cubic
+segments.
 """
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+COL_GAP = 56      # between columns: room for the edges
+ROW_GAP = 14      # between boxes of one column
+LONG_SPAN = 30    # edges spanning more columns get no dummy points
 
-H_GAP = 18.0      # between boxes of one layer
-V_GAP = 34.0      # between layers
-DUMMY_W = 6.0     # width reserved for an edge passing through a layer
-LONG_SPAN = 30    # edges spanning more layers get no dummies (drawn as one curve)
+LAYOUT_JS = r"""
+var XlcLayout = (function () {
+  'use strict';
+  var COL_GAP = @COL_GAP@, ROW_GAP = @ROW_GAP@, DUMMY = 6, LONG_SPAN = @LONG_SPAN@;
+  var SWEEPS = 6, PLACE_ITERS = 8;
 
+  function columns(n, succ, pred) {
+    var indeg = new Int32Array(n), queue = [], head = 0, order = [], layer = new Int32Array(n);
+    var v, i;
+    for (v = 0; v < n; v++) { indeg[v] = pred[v].length; if (!indeg[v]) { queue.push(v); } }
+    while (head < queue.length) {
+      v = queue[head++]; order.push(v);
+      for (i = 0; i < succ[v].length; i++) {
+        if (--indeg[succ[v][i]] === 0) { queue.push(succ[v][i]); }
+      }
+    }
+    if (order.length < n) {  // a cycle (never in HLO): keep going
+      var seen = new Uint8Array(n);
+      for (i = 0; i < order.length; i++) { seen[order[i]] = 1; }
+      for (v = 0; v < n; v++) { if (!seen[v]) { order.push(v); } }
+    }
+    var done = new Uint8Array(n);
+    for (i = 0; i < order.length; i++) {
+      v = order[i];
+      var l = 0;
+      for (var k = 0; k < pred[v].length; k++) {
+        var p = pred[v][k];
+        if (done[p] && layer[p] + 1 > l) { l = layer[p] + 1; }
+      }
+      layer[v] = l; done[v] = 1;
+    }
+    for (i = order.length - 1; i >= 0; i--) {  // pull sources next to their first user
+      v = order[i];
+      if (!pred[v].length && succ[v].length) {
+        var m = Infinity;
+        for (k = 0; k < succ[v].length; k++) { m = Math.min(m, layer[succ[v][k]]); }
+        layer[v] = Math.max(layer[v], m - 1);
+      }
+    }
+    return layer;
+  }
 
-@dataclass
-class Layout:
-    """`pos[id] = (x, y)` top-left corners; `paths[i]` the polyline of `edges[i]` (from the
-    source's bottom centre to the target's top centre); `width`/`height` the bounding box."""
+  function isotonic(t) {  // least-squares nondecreasing fit (pool adjacent violators)
+    var mean = [], wt = [], out = new Float64Array(t.length), i, k = 0;
+    for (i = 0; i < t.length; i++) {
+      mean.push(t[i]); wt.push(1);
+      while (mean.length > 1 && mean[mean.length - 2] > mean[mean.length - 1]) {
+        var m2 = mean.pop(), w2 = wt.pop(), m1 = mean.pop(), w1 = wt.pop();
+        mean.push((m1 * w1 + m2 * w2) / (w1 + w2)); wt.push(w1 + w2);
+      }
+    }
+    for (i = 0; i < mean.length; i++) { for (var j = 0; j < wt[i]; j++) { out[k++] = mean[i]; } }
+    return out;
+  }
 
-    pos: dict[str, tuple[float, float]] = field(default_factory=dict)
-    paths: list[list[tuple[float, float]]] = field(default_factory=list)
-    edges: list[tuple[str, str]] = field(default_factory=list)
-    width: float = 0.0
-    height: float = 0.0
+  function place(row, ext, desired, y) {  // centres closest to `desired`, order and gaps kept
+    var acc = 0, off = new Float64Array(row.length), t = new Float64Array(row.length), i;
+    for (i = 0; i < row.length; i++) {
+      off[i] = acc + ext[row[i]] / 2; acc += ext[row[i]] + ROW_GAP;
+      t[i] = desired[row[i]] - off[i];
+    }
+    var f = isotonic(t);
+    for (i = 0; i < row.length; i++) { y[row[i]] = f[i] + off[i]; }
+  }
 
+  function layered(ids, sizes, edges) {
+    var n = ids.length, index = {}, i, k, v, r;
+    for (i = 0; i < n; i++) { index[ids[i]] = i; }
+    var succ = [], pred = [], kept = [], seen = {};
+    for (i = 0; i < n; i++) { succ.push([]); pred.push([]); }
+    for (i = 0; i < edges.length; i++) {
+      var s = index[edges[i][0]], d = index[edges[i][1]];
+      if (s === undefined || d === undefined || s === d || seen[s + ',' + d]) { continue; }
+      seen[s + ',' + d] = 1; kept.push([s, d]); succ[s].push(d); pred[d].push(s);
+    }
+    var layer = Array.prototype.slice.call(columns(n, succ, pred));
+    var ncol = 0;
+    for (v = 0; v < n; v++) { ncol = Math.max(ncol, layer[v] + 1); }
+    var rows = [];
+    for (r = 0; r < ncol; r++) { rows.push([]); }
+    var ext = [], wid = [], up = [], down = [];
+    for (v = 0; v < n; v++) {
+      rows[layer[v]].push(v); wid.push(sizes[ids[v]][0]); ext.push(sizes[ids[v]][1]);
+      up.push([]); down.push([]);
+    }
+    var chains = [];
+    for (k = 0; k < kept.length; k++) {
+      var a = kept[k][0], b = kept[k][1], lo = layer[a], hi = layer[b];
+      if (hi < lo) { var tmp = lo; lo = hi; hi = tmp; }
+      if (hi - lo > LONG_SPAN) { chains.push([a, b]); continue; }
+      var chain = [a];
+      for (var li = lo + 1; li < hi; li++) {
+        var dm = ext.length;
+        ext.push(DUMMY); wid.push(0); layer.push(li); up.push([]); down.push([]);
+        rows[li].push(dm); chain.push(dm);
+      }
+      chain.push(b);
+      for (i = 0; i + 1 < chain.length; i++) {
+        down[chain[i]].push(chain[i + 1]); up[chain[i + 1]].push(chain[i]);
+      }
+      chains.push(chain);
+    }
+    var total = ext.length, rank = new Float64Array(total), key = new Float64Array(total);
+    function setRanks(row) { for (var q = 0; q < row.length; q++) { rank[row[q]] = q; } }
+    rows.forEach(setRanks);
+    function byKey(x, y) { return key[x] - key[y] || rank[x] - rank[y]; }
+    for (var it = 0; it < SWEEPS; it++) {
+      var fwd = it % 2 === 0;
+      for (r = fwd ? 1 : ncol - 2; fwd ? r < ncol : r >= 0; r += fwd ? 1 : -1) {
+        var row = rows[r], want = fwd ? r - 1 : r + 1;
+        for (i = 0; i < row.length; i++) {
+          v = row[i];
+          var nb = fwd ? up[v] : down[v], sum = 0, cnt = 0;
+          for (k = 0; k < nb.length; k++) {
+            if (layer[nb[k]] === want) { sum += rank[nb[k]]; cnt++; }
+          }
+          key[v] = cnt ? sum / cnt : rank[v];
+        }
+        row.sort(byKey); setRanks(row);
+      }
+    }
+    var y = new Float64Array(total), desired = new Float64Array(total);
+    rows.forEach(function (row) { place(row, ext, desired, y); });
+    for (it = 0; it < PLACE_ITERS; it++) {
+      for (var q = 0; q < ncol; q++) {
+        r = it % 2 === 0 ? q : ncol - 1 - q;
+        var rw = rows[r];
+        for (i = 0; i < rw.length; i++) {
+          v = rw[i];
+          var nbs = up[v].concat(down[v]), acc = 0;
+          for (k = 0; k < nbs.length; k++) { acc += y[nbs[k]]; }
+          desired[v] = nbs.length ? acc / nbs.length : y[v];
+        }
+        place(rw, ext, desired, y);
+      }
+    }
+    var colX = new Float64Array(ncol), colW = new Float64Array(ncol), x = 0;
+    for (r = 0; r < ncol; r++) {
+      for (i = 0; i < rows[r].length; i++) { colW[r] = Math.max(colW[r], wid[rows[r][i]]); }
+      colX[r] = x; x += colW[r] + COL_GAP;
+    }
+    var top = Infinity, bottom = -Infinity;
+    for (v = 0; v < total; v++) {
+      top = Math.min(top, y[v] - ext[v] / 2); bottom = Math.max(bottom, y[v] + ext[v] / 2);
+    }
+    if (!total) { top = 0; bottom = 0; }
+    var out = { pos: {}, edges: [], paths: [], width: Math.max(x - COL_GAP, 0),
+                height: bottom - top };
+    for (v = 0; v < n; v++) {
+      r = layer[v];
+      out.pos[ids[v]] = [colX[r] + (colW[r] - wid[v]) / 2, y[v] - ext[v] / 2 - top];
+    }
+    for (k = 0; k < chains.length; k++) {
+      var c = chains[k], src = ids[c[0]], dst = ids[c[c.length - 1]];
+      var ps = out.pos[src], pd = out.pos[dst], pts = [];
+      pts.push([ps[0] + sizes[src][0], ps[1] + sizes[src][1] / 2]);
+      for (i = 1; i + 1 < c.length; i++) {
+        r = layer[c[i]];
+        pts.push([colX[r], y[c[i]] - top]); pts.push([colX[r] + colW[r], y[c[i]] - top]);
+      }
+      pts.push([pd[0], pd[1] + sizes[dst][1] / 2]);
+      out.edges.push([src, dst]); out.paths.push(pts);
+    }
+    return out;
+  }
 
-def _layers(items: Sequence[str], edges: list[tuple[str, str]]) -> dict[str, int]:
-    preds: dict[str, list[str]] = {i: [] for i in items}
-    succs: dict[str, list[str]] = {i: [] for i in items}
-    for s, d in edges:
-        preds[d].append(s)
-        succs[s].append(d)
-    indeg = {i: len(preds[i]) for i in items}
-    ready = deque(i for i in items if indeg[i] == 0)
-    order: list[str] = []
-    while ready:
-        v = ready.popleft()
-        order.append(v)
-        for w in succs[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    placed = set(order)
-    order += [i for i in items if i not in placed]  # cycles (never in HLO): keep going
-    layer: dict[str, int] = {}
-    for v in order:
-        layer[v] = max((layer[p] + 1 for p in preds[v] if p in layer), default=0)
-    for v in reversed(order):  # pull sources down next to their first user
-        if not preds[v] and succs[v]:
-            layer[v] = max(layer[v], min(layer[w] for w in succs[v]) - 1)
-    return layer
+  function path(points, dx, dy) {
+    if (!points.length) { return ''; }
+    var d = 'M' + (points[0][0] + dx).toFixed(1) + ',' + (points[0][1] + dy).toFixed(1);
+    for (var i = 1; i < points.length; i++) {
+      var a = points[i - 1], b = points[i], mx = ((a[0] + b[0]) / 2 + dx).toFixed(1);
+      d += ' C' + mx + ',' + (a[1] + dy).toFixed(1) + ' ' + mx + ',' + (b[1] + dy).toFixed(1) +
+           ' ' + (b[0] + dx).toFixed(1) + ',' + (b[1] + dy).toFixed(1);
+    }
+    return d;
+  }
 
-
-def _isotonic(targets: list[float]) -> list[float]:
-    """Least-squares nondecreasing fit of `targets` (pool adjacent violators)."""
-    blocks: list[list[float]] = []  # [mean, weight]
-    for t in targets:
-        blocks.append([t, 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            m2, w2 = blocks.pop()
-            m1, w1 = blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
-    out: list[float] = []
-    for mean, weight in blocks:
-        out += [mean] * int(weight)
-    return out
-
-
-def _place(row: list[str], width: dict[str, float], desired: dict[str, float]
-           ) -> dict[str, float]:
-    """Centres for `row` (in order) closest to `desired` with the spacing kept."""
-    offsets: list[float] = []
-    acc = 0.0
-    for v in row:
-        offsets.append(acc + width[v] / 2)
-        acc += width[v] + H_GAP
-    fit = _isotonic([desired[v] - o for v, o in zip(row, offsets)])
-    return {v: f + o for v, f, o in zip(row, fit, offsets)}
-
-
-def layered_layout(items: Sequence[str], sizes: dict[str, tuple[float, float]],
-                   edges: Sequence[tuple[str, str]], sweeps: int = 6) -> Layout:
-    """Lay out `items` (ids with (width, height) in `sizes`) and the `edges` between them.
-
-    Edges with an unknown endpoint or a self loop are ignored (not in `Layout.edges`).
-    Guarantees: boxes of one layer do not overlap; every kept edge has a path."""
-    known = set(items)
-    kept: list[tuple[str, str]] = []
-    for s, d in edges:
-        if s in known and d in known and s != d and (s, d) not in kept:
-            kept.append((s, d))
-    layer = _layers(items, kept)
-    nlayers = max(layer.values(), default=-1) + 1
-    rows: list[list[str]] = [[] for _ in range(nlayers)]
-    for v in items:
-        rows[layer[v]].append(v)
-    width = {v: sizes[v][0] for v in items}
-    chains: list[list[str]] = []  # per kept edge: src, dummies..., dst
-    up: dict[str, list[str]] = {v: [] for v in items}
-    down: dict[str, list[str]] = {v: [] for v in items}
-    for k, (s, d) in enumerate(kept):
-        lo, hi = layer[s], layer[d]
-        if hi < lo:  # back edge (cycle): draw it straight
-            lo, hi = hi, lo
-        if hi - lo > LONG_SPAN:  # drawn straight: dummies would cost O(span) each
-            chains.append([s, d])
-            continue
-        chain = [s]
-        for li in range(lo + 1, hi):
-            dummy = f"\0{k}.{li}"
-            width[dummy] = DUMMY_W
-            rows[li].append(dummy)
-            up[dummy], down[dummy] = [], []
-            chain.append(dummy)
-        chain.append(d)
-        for a, b in zip(chain, chain[1:]):
-            down[a].append(b)
-            up[b].append(a)
-        chains.append(chain)
-    # crossing reduction: barycenter sweeps
-    for it in range(sweeps):
-        forward = it % 2 == 0
-        rng = range(1, nlayers) if forward else range(nlayers - 2, -1, -1)
-        for li in rng:
-            ref = rows[li - 1] if forward else rows[li + 1]
-            rank = {v: i for i, v in enumerate(ref)}
-            here = {v: i for i, v in enumerate(rows[li])}
-
-            def key(v: str, rank: dict[str, int] = rank, here: dict[str, int] = here,
-                    forward: bool = forward) -> float:
-                nbrs = [rank[u] for u in (up[v] if forward else down[v]) if u in rank]
-                return sum(nbrs) / len(nbrs) if nbrs else float(here[v])
-
-            rows[li].sort(key=key)
-    # x placement: start packed, then pull towards neighbours
-    x: dict[str, float] = {}
-    for row in rows:
-        x.update(_place(row, width, {v: 0.0 for v in row}))
-    for it in range(8):
-        order = range(nlayers) if it % 2 == 0 else range(nlayers - 1, -1, -1)
-        for li in order:
-            row = rows[li]
-            desired = {}
-            for v in row:
-                nbrs = [x[u] for u in up[v] + down[v]]
-                desired[v] = sum(nbrs) / len(nbrs) if nbrs else x[v]
-            x.update(_place(row, width, desired))
-    # y placement: layers stacked, boxes centred in their band
-    heights = [max((sizes[v][1] for v in row if v in sizes), default=0.0) for row in rows]
-    tops: list[float] = []
-    acc = 0.0
-    for h in heights:
-        tops.append(acc)
-        acc += h + V_GAP
-    left = min((x[v] - width[v] / 2 for v in x), default=0.0)
-    out = Layout(edges=kept)
-    for v in items:
-        w, h = sizes[v]
-        li = layer[v]
-        out.pos[v] = (x[v] - w / 2 - left, tops[li] + (heights[li] - h) / 2)
-    for chain in chains:
-        s, d = chain[0], chain[-1]
-        sx, sy = out.pos[s]
-        dx, dy = out.pos[d]
-        pts = [(sx + sizes[s][0] / 2, sy + sizes[s][1])]
-        for dummy in chain[1:-1]:
-            li = int(dummy.rsplit(".", 1)[1])
-            cx = x[dummy] - left
-            pts += [(cx, tops[li]), (cx, tops[li] + heights[li])]
-        pts.append((dx + sizes[d][0] / 2, dy))
-        out.paths.append(pts)
-    out.width = max((p[0] + sizes[v][0] for v, p in out.pos.items()), default=0.0)
-    out.height = max(acc - V_GAP, 0.0)
-    return out
-
-
-def svg_path(points: list[tuple[float, float]], dx: float = 0.0, dy: float = 0.0) -> str:
-    """A smooth SVG path `d` through `points` (vertical cubic segments), shifted by (dx, dy)."""
-    if not points:
-        return ""
-    (x0, y0) = points[0]
-    parts = [f"M{x0 + dx:.1f},{y0 + dy:.1f}"]
-    for (ax, ay), (bx, by) in zip(points, points[1:]):
-        my = (ay + by) / 2
-        parts.append(f"C{ax + dx:.1f},{my + dy:.1f} {bx + dx:.1f},{my + dy:.1f} "
-                     f"{bx + dx:.1f},{by + dy:.1f}")
-    return " ".join(parts)
+  return { layered: layered, path: path, isotonic: isotonic };
+})();
+""".replace("@COL_GAP@", str(COL_GAP)).replace("@ROW_GAP@", str(ROW_GAP)).replace(
+    "@LONG_SPAN@", str(LONG_SPAN))
