@@ -99,3 +99,67 @@ def test_a_short_workspace_is_refused() -> None:
     with pytest.raises(xlc.LoweringError, match="the workspace of sort s holds 64 bytes, its "
                        "(radix|merge) sort needs"):
         xlc.compile(text, backend="cpu")
+
+
+def _with_workspace(nbytes: int) -> str:
+    """SORT as a hand-written `__xlc$sort` whose workspace holds `nbytes`."""
+    return SORT.replace(
+        "ROOT s = (f32[16,1000], s32[16,1000]) sort(x, i), dimensions={1}, is_stable=true, "
+        "to_apply=lt",
+        f's = (f32[16,1000], s32[16,1000], u8[{nbytes}]) custom-call(x, i), '
+        'custom_call_target="__xlc$sort", called_computations={lt}, '
+        'backend_config="dimensions={1};is_stable=true"\n'
+        '  v = f32[16,1000] get-tuple-element(s), index=0\n'
+        '  k = s32[16,1000] get-tuple-element(s), index=1\n'
+        '  ROOT r = (f32[16,1000], s32[16,1000]) tuple(v, k)')
+
+
+def test_shrunk_sort_workspaces_sort_one_line_at_a_time_or_merge() -> None:
+    """A workspace of one radix line runs the radix sort on one thread; less than that, the
+    merge sort: both give numpy's stable order (the pass picks these sizes under a limit)."""
+    from xlc.backend_cpu.sort_workspace import SortWorkspaceShrink, _scratch_forms
+
+    sort = parse_module(SORT).entry.root
+    merge, per_line, slots = _scratch_forms(sort, 2)
+    assert per_line > 0 and merge > 0 and slots >= 1
+    assert merge < per_line  # so a workspace of `merge` bytes runs the merge sort
+    shrink = SortWorkspaceShrink(2)
+    for held, want in ((4 * per_line, (per_line, "radix sort, one line at a time")),
+                       (per_line, (merge, "merge sort")), (merge, None)):
+        call = parse_module(_with_workspace(held)).entry.instruction("s")
+        assert shrink.smaller(call, 0) == want  # one form down per round
+    x = np.random.default_rng(3).standard_normal((16, 1000)).astype(np.float32)
+    x[:, ::7] = x[:, :1]  # ties: the order among them is the stable one
+    for nbytes in (per_line, merge):
+        exe = xlc.compile(_with_workspace(nbytes), backend="cpu")
+        vals, idx = exe(x)
+        np.testing.assert_array_equal(vals, np.sort(x, axis=1))
+        np.testing.assert_array_equal(idx, np.argsort(x, axis=1, kind="stable"))
+
+
+@pytest.mark.parametrize("tight", [False, True], ids=["radix-line", "merge"])
+def test_a_sort_fits_under_a_memory_limit_by_its_workspace(tight: bool) -> None:
+    """Under a memory limit below the threaded radix sort's peak the sort's workspace shrinks
+    (sort-workspace-shrink) only as far as needed: to one radix line, or, when even that does
+    not fit, to the merge sort's scratch; the program fits and sorts like numpy."""
+    from xlc.backend_cpu.parallel import host_threads
+    from xlc.backend_cpu.sort_workspace import _scratch_forms
+
+    if host_threads(0) < 2:
+        pytest.skip("one thread: the radix sort already keeps one line of scratch")
+    x = np.random.default_rng(4).standard_normal((64, 4096)).astype(np.float32)
+    free = xlc.jit(lambda x: xnp.sort(x, axis=1)).lower(x).compile()
+    stats = free.memory_stats()
+    fixed = stats["peak_bytes"] - stats["temp_bytes"]
+    call = next(i for i in free.executable().optimized.module.entry.instructions
+                if i.attrs.get("custom_call_target") == SORT_TARGET)
+    merge, per_line, slots = _scratch_forms(sort_call_sort(call), host_threads(0))
+    assert slots > 1 and merge < per_line
+    limit = fixed + ((merge + per_line) // 2 if tight else 2 * per_line)
+    c = xlc.jit(lambda x: xnp.sort(x, axis=1), memory_limit=limit).lower(x).compile()
+    lines = c.executable().optimized.budget.lines()
+    want = "(merge sort)" if tight else "(radix sort, one line at a time)"
+    assert any("shrank the workspace of sort.sort" in line and want in line
+               for line in lines), lines
+    assert c.memory_stats()["peak_bytes"] <= limit
+    np.testing.assert_array_equal(c(x), np.sort(x, axis=1))

@@ -254,3 +254,17 @@ def test_shape_without_layout_prints_default_layout() -> None:
     text = print_module(m)
     assert "%n = f32[2,3]{1,0} negate(%p)" in text
     assert print_module(parse_module(text)) == text
+
+
+def test_scalar_memory_space_round_trips() -> None:
+    """A scalar's only layout is its tail: `f32[]{:S(5)}` (host memory) is printed as parsed,
+    while a plain scalar prints no braces."""
+    text = ("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
+            "  ROOT c = f32[]{:S(5)} copy(p)\n}\n")
+    m = parse_module(text)
+    assert m.entry.root.shape.to_text() == "f32[]{:S(5)}"
+    assert m.entry.root.shape.layout.memory_space == 5
+    assert m.entry.parameters[0].shape.to_text() == "f32[]"
+    printed = print_module(m)
+    assert "ROOT %c = f32[]{:S(5)} copy(%p)" in printed
+    assert print_module(parse_module(printed)) == printed

@@ -17,7 +17,7 @@ from xlc.backend_cpu.gemm_workspace import GemmWorkspace, GemmWorkspaceShrink
 from xlc.backend_cpu.parallel import host_threads
 from xlc.backend_cpu.profile_lib import ProfileEmit
 from xlc.backend_cpu.registry import EMITTERS
-from xlc.backend_cpu.sort_workspace import SortWorkspace
+from xlc.backend_cpu.sort_workspace import SortWorkspace, SortWorkspaceShrink
 from xlc.codegen import llvm_utils as lu
 from xlc.compile_stages import Stages, gc_paused
 from xlc.errors import UnsupportedOpError
@@ -61,11 +61,13 @@ def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
 
 def run_cpu_passes(module: HloModule, options: CompileOptions) -> OptimizedModule:
     """Run the CPU pipeline on `module` (in place), schedule it and assign its buffers."""
-    # Under a memory limit: recompute values first, then shrink GEMM workspaces (slower GEMMs)
+    # Under a memory limit: recompute values first, then shrink GEMM workspaces (slower GEMMs),
+    # then sort workspaces (one line at a time, or the merge sort)
     threads = host_threads(options.threads)
     return optimize_module(module, options, passes=cpu_passes(options),
                            alignment=CPU_ALIGNMENT, name="cpu",
-                           budget_passes=[Rematerialization(), GemmWorkspaceShrink(threads)])
+                           budget_passes=[Rematerialization(), GemmWorkspaceShrink(threads),
+                                          SortWorkspaceShrink(threads)])
 
 
 def _check_entry(module: HloModule, ba: BufferAssignment) -> None:

@@ -182,14 +182,18 @@ def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buf
         in_place.append(same)
     pts = [element_type(op.shape, op.name) for op in ops]
     per_line = radix_scratch_bytes(spec, pts, n)
-    slots = radix_slots(inst, em.threads)
-    if em.slice(*workspace).size < slots * per_line:
-        raise LoweringError(f"CPU backend: the workspace of sort {inst.name} holds "
-                            f"{em.slice(*workspace).size} bytes, its radix sort needs "
-                            f"{slots} x {per_line}")
+    slots, threads = radix_slots(inst, em.threads), em.threads
+    held = em.slice(*workspace).size
+    if held < slots * per_line:
+        # a workspace shrunk under a memory limit (SortWorkspaceShrink): one line at a time
+        # on one thread, or (less than a line) the merge sort
+        if held < per_line:
+            return False
+        slots, threads = 1, 1
     others = [e for e in range(shape.rank) if e != d]
     split = split_of(shape, others) if others else 0
-    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst) + [workspace], split=split)
+    k = em.kernel(ctx, inst.name, outs + operand_buffers(inst) + [workspace], split=split,
+                  threads=threads)
     b = k.b
     slot = share_of(b, k.outer[0], split, slots) if k.outer is not None and slots > 1 \
         else i64(0)
@@ -203,7 +207,7 @@ def _emit_radix(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction, outs: list[Buf
         if vsort_applies(spec, pts):
             # the keys go where the radix sort keeps its first key array
             emit_vsort_line(k, comp, spec, srcs[0], outs[0], pts[0], d, line, n, scratch,
-                            em.threads if slots == 1 else 1, radix)
+                            threads if slots == 1 else 1, radix)
         else:
             radix()
     k.finish()

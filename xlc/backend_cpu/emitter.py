@@ -338,13 +338,15 @@ class CpuEmitter:
         return self.slice_address(ctx.b, ctx.table, self.slice(inst, index))
 
     def kernel(self, ctx: FnCtx, label: str,
-               buffers: Sequence[tuple[HloInstruction, ShapeIndex]], split: int = 0
-               ) -> Kernel:
+               buffers: Sequence[tuple[HloInstruction, ShapeIndex]], split: int = 0,
+               threads: int | None = None) -> Kernel:
         """Create a kernel function over `buffers` and emit its call at the current point of
         `ctx`. Identical slices share one argument; an argument is `noalias` when its slice
         overlaps no other argument's slice. With `split` > 1 and several threads, the kernel
         also takes [begin, end) of its outermost loop (`Kernel.outer`, which the emitter must
-        pass to `loop_over`) and the call runs `split` iterations spread over the threads."""
+        pass to `loop_over`) and the call runs `split` iterations spread over the threads
+        (the module's, or at most `threads`: per-share scratch sized for fewer shares)."""
+        nthreads = self.threads if threads is None else max(1, min(threads, self.threads))
         slices: dict[tuple[int, ShapeIndex], Slice] = {}
         distinct: list[Slice] = []
         for inst, index in buffers:
@@ -353,7 +355,7 @@ class CpuEmitter:
             if sl not in distinct:
                 distinct.append(sl)
         collect = self._collect
-        threaded = collect is not None or (split > 1 and self.threads > 1)
+        threaded = collect is not None or (split > 1 and nthreads > 1)
         name = self.llmod.get_unique_name(f"{self.entry_name}.k.{label}")
         extra = [lu.I64, lu.I64] if threaded else []
         fn = ir.Function(self.llmod, ir.FunctionType(lu.VOID, [lu.PTR] * len(distinct) + extra),
@@ -376,7 +378,7 @@ class CpuEmitter:
             # called from up to three places (worker, inline share, fallback): one copy only
             fn.attributes.add("noinline")
 
-            run_parallel(ctx.b, fn, ptrs, split, min(self.threads, split))
+            run_parallel(ctx.b, fn, ptrs, split, min(nthreads, split))
             outer = (fn.args[-2], fn.args[-1])
         else:
             ctx.b.call(fn, ptrs)

@@ -28,13 +28,16 @@ instructions stay in a topological order.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from xlc.backend_cpu.workspace import WorkspacePass, add_workspace_call, replace_keeping_name
+from xlc.backend_cpu.workspace import (
+    WorkspacePass,
+    WorkspaceShrink,
+    add_workspace_call,
+    replace_keeping_name,
+)
 from xlc.hlo.gemm_call import GEMM_TARGET, encode_dims, gemm_call_dot
-from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import PrimitiveType, Shape
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -65,55 +68,29 @@ class GemmWorkspace(WorkspacePass):
         return True
 
 
-class GemmWorkspaceShrink:
-    """Budget pass "gemm-workspace-shrink" (`xlc.passes.memory_budget.BudgetPass`): under a
-    memory limit, a packed GEMM's workspace (one packing slot per thread, plus B packed once
-    when several threads split m) may be what holds the peak up. Every `__xlc$gemm` call of
-    the entry computation whose workspace takes more than SHARE of the temp budget (the limit
-    less parameters and outputs) is given the workspace of the most threads whose scratch fits
-    in that share, at least one thread's; the emitter runs the GEMM on as many threads as its
-    workspace has slots. Trades GEMM speed for memory, so it runs after rematerialization.
+class GemmWorkspaceShrink(WorkspaceShrink):
+    """Budget pass "gemm-workspace-shrink" (`WorkspaceShrink`): under a memory limit, a packed
+    GEMM's workspace (one packing slot per thread, plus B packed once when several threads
+    split m) may be what holds the peak up. A workspace above the share is given the slots of
+    the most threads whose scratch fits in it, at least one thread's; the emitter runs the
+    GEMM on as many threads as its workspace has slots. Trades GEMM speed for memory, so it
+    runs after rematerialization.
 
     Requires: a scheduled, assigned module after GemmWorkspace. Guarantees: only workspace
     sizes change (values, schedule and every other shape stay); `actions` names each call."""
 
     name = "gemm-workspace-shrink"
-    SHARE = 1 / 8
+    target = GEMM_TARGET
 
-    def __init__(self, threads: int):
-        self.threads = threads
-        self.actions: list[str] = []
-
-    def run_budget(self, module: HloModule, assignment: Any, limit: int) -> bool:
-        """Shrink the workspaces above the share; True when any changed."""
+    def smaller(self, call: HloInstruction, share: int) -> tuple[int, str] | None:
+        """The workspace of the most threads whose scratch fits `share` (at least one's)."""
         from xlc.backend_cpu.emit_dot import packed_gemm_plan
         from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes
-        from xlc.passes.memory_budget import device_peak_bytes
 
-        if module.entry is None:
-            return False
-        temp = sum(a.size for a in assignment.temp_allocations if a.color == 0)
-        share = int(max(limit - (device_peak_bytes(assignment) - temp), 0) * self.SHARE)
-        changed = False
-        for call in module.entry.instructions:
-            if call.opcode is not Opcode.CUSTOM_CALL or \
-                    call.attrs.get("custom_call_target") != GEMM_TARGET:
-                continue
-            ws = call.shape.tuple_shapes[1]  # type: ignore[index]
-            if ws.num_elements <= share:
-                continue
-            plan = packed_gemm_plan(gemm_call_dot(call), self.threads)
-            if plan is None:
-                continue
-            n = recommended_threads(plan.spec, self.threads)
-            while n > 1 and scratch_bytes(plan.spec, n) > share:
-                n -= 1
-            nbytes = scratch_bytes(plan.spec, n)
-            if nbytes >= ws.num_elements:
-                continue
-            call.shape = Shape.tuple_of([call.shape.tuple_shapes[0],  # type: ignore[index]
-                                         Shape.array(PrimitiveType.U8, (nbytes,))])
-            self.actions.append(f"shrank the workspace of {call.name} from "
-                                f"{ws.num_elements} to {nbytes} bytes ({n} thread(s))")
-            changed = True
-        return changed
+        plan = packed_gemm_plan(gemm_call_dot(call), self.threads)
+        if plan is None:
+            return None
+        n = recommended_threads(plan.spec, self.threads)
+        while n > 1 and scratch_bytes(plan.spec, n) > share:
+            n -= 1
+        return scratch_bytes(plan.spec, n), f"{n} thread(s)"

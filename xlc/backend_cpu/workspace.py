@@ -6,6 +6,7 @@ whose last output is a u8 workspace, so buffer assignment places the scratch lik
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -67,3 +68,52 @@ def replace_keeping_name(comp: HloComputation, old: HloInstruction,
     made unique) and let it replace `old`."""
     comp.add_instruction(new, unique_name=False)
     return comp.replace_instruction(old, new)
+
+
+class WorkspaceShrink(ABC):
+    """Base of a budget pass (`xlc.passes.memory_budget.BudgetPass`) that shrinks the
+    workspaces of one custom-call `target` under a memory limit: every such call of the entry
+    computation whose workspace takes more than SHARE of the temp budget (the limit less
+    parameters and outputs) gets the size `smaller` picks (its kernel then runs a slower
+    algorithm that fits); `actions` names each call. Only workspace sizes change (values,
+    schedule and every other shape stay)."""
+
+    name = "workspace-shrink"
+    target = ""
+    SHARE = 1 / 8
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.actions: list[str] = []
+
+    def run_budget(self, module: HloModule, assignment: Any, limit: int) -> bool:
+        """Shrink the workspaces above the share; True when any changed."""
+        from xlc.passes.memory_budget import device_peak_bytes
+
+        if module.entry is None:
+            return False
+        temp = sum(a.size for a in assignment.temp_allocations if a.color == 0)
+        share = int(max(limit - (device_peak_bytes(assignment) - temp), 0) * self.SHARE)
+        changed = False
+        for call in module.entry.instructions:
+            if call.opcode is not Opcode.CUSTOM_CALL or \
+                    call.attrs.get("custom_call_target") != self.target:
+                continue
+            parts = list(call.shape.tuple_shapes or ())
+            held = parts[-1].num_elements
+            if held <= share:
+                continue
+            got = self.smaller(call, share)
+            if got is None or got[0] >= held:
+                continue
+            nbytes, how = got
+            call.shape = Shape.tuple_of(parts[:-1] + [Shape.array(PrimitiveType.U8, (nbytes,))])
+            self.actions.append(f"shrank the workspace of {call.name} from {held} to "
+                                f"{nbytes} bytes ({how})")
+            changed = True
+        return changed
+
+    @abstractmethod
+    def smaller(self, call: HloInstruction, share: int) -> tuple[int, str] | None:
+        """(bytes, what runs then) of the workspace `call` gets instead of the one it holds
+        (`share`: the bytes a workspace may take); None when it has no smaller form."""

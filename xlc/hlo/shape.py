@@ -292,8 +292,8 @@ class Shape:
         dims = ",".join(("<=" if i in self.dynamic_dims else "") + str(d)
                         for i, d in enumerate(self.dims))
         text = f"{self.element_type.text}[{dims}]"
-        if layout and self.layout is not None and self.dims:
-            text += str(self.layout)
+        if layout and self.layout is not None and (self.dims or self.layout.tail):
+            text += str(self.layout)  # a scalar's only layout is its tail: `f32[]{:S(5)}`
         return text
 
     def __str__(self) -> str:
