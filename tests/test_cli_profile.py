@@ -98,9 +98,9 @@ def test_viz_function_input(work: dict, capsys: pytest.CaptureFixture) -> None:
     (["viz", "climodel_p19:predict", "-o", "g.dot"],
      "xlc viz: climodel_p19:predict: give the argument shapes with --arg (e.g. --arg "
      "f32[8,128])\n"),
-    (["profile", "climodel_p19:predict", "--inputs", "in.npz", "--backend", "gpu"],
-     "xlc profile: error: run-time profiles are recorded by the cpu backend only (GPU "
-     "profiling is not implemented)\n"),
+    (["profile", "climodel_p19:predict", "--inputs", "in.npz", "--backend", "interpreter"],
+     "xlc profile: error: run-time profiles are recorded by the cpu and gpu backends only, "
+     "not 'interpreter'\n"),
     (["run", "climodel_p19:nothing", "--inputs", "in.npz"],
      "xlc run: error: module 'climodel_p19' has no attribute 'nothing'\n"),
     (["profile", "climodel_p19:predict", "--inputs", "in.npz", "--repeat", "0"],

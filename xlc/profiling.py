@@ -1,20 +1,24 @@
 """Run-time profiles as data: events, the Chrome trace-event JSON, per-kernel statistics, and
 the machine's limits that achieved rates are compared with.
 
-Backend-independent: a backend's recorder (the CPU's is `xlc.backend_cpu.profiler`) hands over
+Backend-independent: a backend's recorder (the CPU's is `xlc.backend_cpu.profiler`, the GPU's
+`xlc.backend_gpu.profile`) hands over
 `RawEvent`s - one per call of a program (id 0), per unit it ran (a fused kernel, a GEMM, a
 sort, a custom call, a loop) and per pool share of a split kernel - with start and end on
 CLOCK_MONOTONIC in nanoseconds. `Profile.chrome_trace()` writes them as the trace-event format
 that Perfetto (ui.perfetto.dev) and chrome://tracing open: complete events (`ph: "X"`, `ts`
 and `dur` in microseconds) on the process's pid and one tid per thread, with thread-name
 metadata events; `args` carry the program, opcode, computation, bytes accessed and FLOPs of
-each event (`xlc.hlo.cost_analysis`'s counts, per call of the unit).
+each event (`xlc.hlo.cost_analysis`'s counts, per call of the unit). Device events (`device`
+set: GPU thunks and calls, `thread` = the stream) go on a pid of their own per device
+(`DEVICE_PID_BASE + device`) with one tid per stream.
 
 Machine limits (`machine_limits`): the copy bandwidth (GB/s, bytes read + written by a large
 numpy copy) and the f32 matrix-product peak (GFLOP/s, numpy's BLAS on every core), measured
 once and cached in `<cache>/machine_limits.json` (`XLC_CACHE_DIR`, else `$XDG_CACHE_HOME/xlc`
 or `~/.cache/xlc`), keyed by CPU and core count. `XLC_MACHINE_LIMITS="copy_gbs=20,gflops=200"`
-gives them instead (no measuring; tests use it).
+gives them instead (no measuring; tests use it). A GPU profile is compared with
+`device_limits` (the GPU cost model's roofline, or `XLC_DEVICE_LIMITS`).
 """
 from __future__ import annotations
 
@@ -25,22 +29,32 @@ import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xlc.errors import ArgumentError
+
+if TYPE_CHECKING:
+    from xlc.hlo.cost_analysis import Device
 
 log = logging.getLogger("xlc.profile")
 
 WORKER_TID_BASE = 1 << 30
 """Trace tids of threads that are not Python threads (the pool's workers): this plus k."""
 
+DEVICE_PID_BASE = 1 << 24
+"""Trace pid of device d's track (GPU events): this plus d (above any Linux process id)."""
+
+DEVICE_ARGS = ("thunk", "kernel", "stream", "grid", "block")
+"""Table keys of GPU units that go into a trace event's `args` as well."""
+
 
 @dataclass(frozen=True)
 class RawEvent:
     """One recorded span: `program` (module name), `kid` (0: the whole call, else a unit),
     `info` (the unit's table entry: name, opcode, computation, top, instructions, flops,
-    transcendentals, bytes), `thread` (pthread id), `t0`/`t1` (monotonic ns), `share` (the
-    pool share, -1 for a unit or a call)."""
+    transcendentals, bytes), `thread` (pthread id; for device events the stream index),
+    `t0`/`t1` (monotonic ns), `share` (the pool share, -1 for a unit or a call), `device`
+    (None on the host, else the GPU the span ran on: the call's device span, or a thunk)."""
 
     program: str
     kid: int
@@ -49,6 +63,7 @@ class RawEvent:
     t0: int
     t1: int
     share: int
+    device: int | None = None
 
     @property
     def kind(self) -> str:
@@ -75,13 +90,14 @@ class KernelStat:
 @dataclass
 class Profile:
     """Collected events of one process (see the module docstring). `threads` maps the pthread
-    ids of Python threads to (trace tid, name); `dropped` counts events lost to a full
-    buffer."""
+    ids of Python threads to (trace tid, name); `devices` the GPUs of device events to their
+    track names; `dropped` counts events lost to a full buffer."""
 
     events: list[RawEvent]
     dropped: int = 0
     pid: int = 0
     threads: dict[int, tuple[int, str]] = field(default_factory=dict)
+    devices: dict[int, str] = field(default_factory=dict)
 
     def calls(self, program: str | None = None) -> list[RawEvent]:
         """The whole-call events (of `program` only, if given), in time order."""
@@ -89,9 +105,11 @@ class Profile:
                        and (program is None or e.program == program)), key=lambda e: e.t0)
 
     def kernels_in(self, call: RawEvent, top_only: bool = True) -> list[RawEvent]:
-        """The unit events of `call`'s program on its thread inside its span (top-level units
-        of the entry computation only, unless `top_only` is False)."""
-        return [e for e in self.events if e.kind == "kernel" and e.thread == call.thread
+        """The unit events of `call`'s program on its thread (a device call: on any stream of
+        its device) inside its span (top-level units of the entry computation only, unless
+        `top_only` is False)."""
+        return [e for e in self.events if e.kind == "kernel" and e.device == call.device
+                and (call.device is not None or e.thread == call.thread)
                 and e.program == call.program and call.t0 <= e.t0 and e.t1 <= call.t1
                 and (e.info.get("top") or not top_only)]
 
@@ -110,8 +128,9 @@ class Profile:
 
     def _tids(self) -> dict[int, tuple[int, str]]:
         tids = dict(self.threads)
-        callers = {e.thread for e in self.events if e.kind == "call"}
-        others = sorted({e.thread for e in self.events} - set(tids))
+        host = [e for e in self.events if e.device is None]
+        callers = {e.thread for e in host if e.kind == "call"}
+        others = sorted({e.thread for e in host} - set(tids))
         for k, thread in enumerate(others):  # a caller that has ended, or a pool worker
             what = "calling thread" if thread in callers else "xlc pool worker"
             tids[thread] = (WORKER_TID_BASE + k, f"{what} {k + 1}")
@@ -119,15 +138,23 @@ class Profile:
 
     def chrome_trace(self) -> dict[str, Any]:
         """The Chrome trace-event JSON object (`{"traceEvents": [...], ...}`): one complete
-        event per recorded span, `ts` relative to the first one."""
+        event per recorded span, `ts` relative to the first one. Host events are on the
+        process's pid, one tid per thread; device events on pid `DEVICE_PID_BASE + device`
+        ("GPU 0 ..."), one tid per stream ("stream k")."""
         tids = self._tids()
         origin = min((e.t0 for e in self.events), default=0)
         out: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": self.pid,
                                       "tid": 0, "args": {"name": f"xlc (pid {self.pid})"}}]
-        used = sorted({tids[e.thread] for e in self.events})
+        used = sorted({tids[e.thread] for e in self.events if e.device is None})
         for tid, name in used:
             out.append({"name": "thread_name", "ph": "M", "pid": self.pid, "tid": tid,
                         "args": {"name": name}})
+        for d in sorted({e.device for e in self.events if e.device is not None}):
+            out.append({"name": "process_name", "ph": "M", "pid": DEVICE_PID_BASE + d,
+                        "tid": 0, "args": {"name": self.devices.get(d, f"GPU {d}")}})
+            for s in sorted({e.thread for e in self.events if e.device == d}):
+                out.append({"name": "thread_name", "ph": "M", "pid": DEVICE_PID_BASE + d,
+                            "tid": s, "args": {"name": f"stream {s}"}})
         for e in sorted(self.events, key=lambda e: (e.t0, -e.t1)):
             info = e.info
             args: dict[str, Any] = {"program": e.program, "opcode": info["opcode"],
@@ -140,11 +167,14 @@ class Profile:
                             transcendentals=info["transcendentals"])
             if len(info.get("instructions", ())) > 1:
                 args["instructions"] = list(info["instructions"])
+            args.update((k, info[k]) for k in DEVICE_ARGS if k in info)
             name = f"call {e.program}" if e.kind == "call" else info["name"]
+            pid, tid = (self.pid, tids[e.thread][0]) if e.device is None else \
+                (DEVICE_PID_BASE + e.device, e.thread)
             out.append({"name": name, "cat": e.kind, "ph": "X",
                         "ts": round((e.t0 - origin) / 1e3, 3),
                         "dur": round((e.t1 - e.t0) / 1e3, 3),
-                        "pid": self.pid, "tid": tids[e.thread][0], "args": args})
+                        "pid": pid, "tid": tid, "args": args})
         return {"traceEvents": out, "displayTimeUnit": "ns",
                 "otherData": {"producer": "xlc", "clock": "CLOCK_MONOTONIC",
                               "origin_ns": origin, "dropped_events": self.dropped}}
@@ -224,7 +254,7 @@ def cache_directory() -> Path:
     return Path(base).expanduser() / "xlc"
 
 
-def _from_env(text: str) -> MachineLimits:
+def _from_env(text: str, variable: str = "XLC_MACHINE_LIMITS") -> MachineLimits:
     values: dict[str, float] = {}
     for part in text.split(","):
         key, _, value = part.partition("=")
@@ -233,9 +263,9 @@ def _from_env(text: str) -> MachineLimits:
         except ValueError:
             values[key.strip()] = -1.0
     if set(values) != {"copy_gbs", "gflops"} or min(values.values()) <= 0:
-        raise ArgumentError(f"XLC_MACHINE_LIMITS: expected copy_gbs=GB/s,gflops=GFLOP/s with "
+        raise ArgumentError(f"{variable}: expected copy_gbs=GB/s,gflops=GFLOP/s with "
                             f"positive numbers, got {text!r}")
-    return MachineLimits(values["copy_gbs"], values["gflops"], "XLC_MACHINE_LIMITS")
+    return MachineLimits(values["copy_gbs"], values["gflops"], variable)
 
 
 def machine_limits(measure: bool = True) -> MachineLimits | None:
@@ -270,6 +300,17 @@ def machine_limits(measure: bool = True) -> MachineLimits | None:
     except OSError as e:
         log.warning("cannot cache the machine limits in %s: %s", path, e)
     return MachineLimits(copy_gbs, gflops, "measured")
+
+
+def device_limits(device: Device) -> MachineLimits:
+    """The limits a GPU profile is compared with: `XLC_DEVICE_LIMITS="copy_gbs=..,gflops=.."`
+    when set, else `device`'s roofline (the GPU cost model's H100 figures: device copy
+    bandwidth, FP32 peak), which are not measured on the device that ran."""
+    env = os.environ.get("XLC_DEVICE_LIMITS")
+    if env:
+        return _from_env(env, "XLC_DEVICE_LIMITS")
+    return MachineLimits(device.bandwidth / 1e9, device.peak_flops / 1e9,
+                         f"{device.name}: the GPU cost model's figures, not measured")
 
 
 def _cpu_name() -> str:

@@ -226,3 +226,114 @@ def use(holder: list[FakeDriver], exe: GpuExecutable, monkeypatch: Any) -> FakeD
     monkeypatch.setattr(cuda, "_driver", drv)
     monkeypatch.setattr(cuda, "_context", None)
     return drv
+
+
+# ---- a fake with a virtual clock (profiling) ---------------------------------------------------
+CUDA_ERROR_INVALID_HANDLE = 400
+CUDA_ERROR_NOT_READY = 600
+
+OP_NS = {"launch": 5000, "h2d": 3000, "d2h": 2000, "d2d": 1500, "memset8": 700,
+         "memset32": 800}
+"""Virtual time (ns) each operation takes on its stream in `TimedFakeDriver`."""
+
+
+class TimedFakeDriver(FakeDriver):
+    """The fake driver with distinct stream and event handles and a deterministic virtual
+    clock per stream: an operation advances its stream's clock by `OP_NS[kind]`, waiting for
+    an event moves the stream's clock up to the event's time, recording an event stamps it
+    with the clock. `cuEventElapsedTime` answers from the stamps, in milliseconds, and fails
+    with CUDA_ERROR_INVALID_HANDLE (as the driver does) for events created with
+    CU_EVENT_DISABLE_TIMING or never recorded. `event_flags` keeps every event's flags;
+    `calls` also logs "elapsed"."""
+
+    def __init__(self, exe: GpuExecutable | None = None, compute_capability: int = 80):
+        super().__init__(exe, compute_capability)
+        self.clocks: dict[Any, int] = {}
+        self.stamps: dict[Any, int] = {}
+        self.event_flags: dict[Any, int] = {}
+        self._stream: Any = None
+        self._handles = 0
+
+    def _handle(self, kind: str) -> str:
+        self._handles += 1
+        return f"{kind}#{self._handles}"
+
+    def _do(self, name: str, op: Callable[[], None]) -> tuple[int]:
+        s, cost = self._stream, OP_NS.get(name, 0)
+
+        def timed() -> None:
+            op()
+            if cost:
+                self.clocks[s] = self.clocks.get(s, 0) + cost
+        return super()._do(name, timed)
+
+    def cuStreamCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
+        return (OK, self._handle("stream"))
+
+    def cuEventCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
+        ev = self._handle("event")
+        self.event_flags[ev] = int(flags)
+        return (OK, ev)
+
+    def cuEventRecord(self, ev: Any, s: Any) -> tuple[int]:  # noqa: N802
+        def stamp() -> None:
+            self.stamps[ev] = self.clocks.get(s, 0)
+        return self._do("record", stamp)
+
+    def cuStreamWaitEvent(self, s: Any, ev: Any, flags: int) -> tuple[int]:  # noqa: N802
+        def wait() -> None:
+            self.clocks[s] = max(self.clocks.get(s, 0), self.stamps.get(ev, 0))
+        return self._do("wait", wait)
+
+    def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[int, float]:  # noqa: N802
+        self.calls.append("elapsed")
+        disabled = CUevent_flags.CU_EVENT_DISABLE_TIMING
+        if any(self.event_flags.get(e, disabled) & disabled or e not in self.stamps
+               for e in (start, end)):
+            return (CUDA_ERROR_INVALID_HANDLE, 0.0)
+        return (OK, (self.stamps[end] - self.stamps[start]) / 1e6)
+
+    def cuEventSynchronize(self, ev: Any) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
+    def cuEventQuery(self, ev: Any) -> tuple[int]:  # noqa: N802
+        return (OK,) if ev in self.stamps else (CUDA_ERROR_NOT_READY,)
+
+    # the operations that run on a stream note it for `_do`
+    def cuMemcpyHtoDAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        self._stream = s
+        return super().cuMemcpyHtoDAsync(dst, src, n, s)
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        self._stream = s
+        return super().cuMemcpyDtoHAsync(dst, src, n, s)
+
+    def cuMemcpyDtoDAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        self._stream = s
+        return super().cuMemcpyDtoDAsync(dst, src, n, s)
+
+    def cuMemsetD8Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        self._stream = s
+        return super().cuMemsetD8Async(dst, v, n, s)
+
+    def cuMemsetD32Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
+        self._stream = s
+        return super().cuMemsetD32Async(dst, v, n, s)
+
+    def cuLaunchKernel(self, f: tuple[int, str], gx: int, gy: int, gz: int,  # noqa: N802
+                       bx: int, by: int, bz: int, shmem: int, s: Any, params: Any,
+                       extra: Any) -> tuple[int]:
+        self._stream = s
+        return super().cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra)
+
+
+def use_timed(holder: list[FakeDriver], exe: GpuExecutable, monkeypatch: Any
+              ) -> TimedFakeDriver:
+    """Like `use`, with a `TimedFakeDriver`."""
+    from xlc.backend_gpu import cuda
+
+    drv = TimedFakeDriver(exe)
+    holder.append(drv)
+    monkeypatch.setattr(cuda, "_driver", drv)
+    monkeypatch.setattr(cuda, "_context", None)
+    return drv

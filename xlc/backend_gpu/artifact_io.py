@@ -106,7 +106,8 @@ def unpack(manifest: Manifest, members: dict[str, bytes], module: HloModule,
     timings = {t.name: t.seconds for t in manifest.pass_timings}
     exe = GpuExecutable(optimized, plan, result, sm=sm, timings=timings,  # type: ignore[arg-type]
                         tables=(allocations, parameters, outputs),
-                        graphs=bool(desc.get("graphs", False)))
+                        graphs=bool(desc.get("graphs", False)),
+                        profile=bool(manifest.options.get("profile", False)))
     launched = {t.kernel for t in thunks.walk() if isinstance(t, KernelThunk)}
     log.debug("loaded %d kernels (%d launched) for sm_%d from %s", len(kernels), len(launched),
               sm, where)

@@ -170,7 +170,8 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     return GpuExecutable(opt, plan, GpuCompileResult(ptx, cubin, em.kernel_names,
                                                      em.constants, llvm_ir, ptx_version,
                                                      em.ffi_modules),
-                         sm=options.gpu_sm, timings=timings, graphs=options.gpu_graphs)
+                         sm=options.gpu_sm, timings=timings, graphs=options.gpu_graphs,
+                         profile=options.profile)
 
 
 def _check_entry(module: HloModule) -> None:

@@ -92,10 +92,11 @@ class GpuExecutable:
                  result: GpuCompileResult, sm: int = 80,
                  timings: dict[str, float] | None = None,
                  tables: tuple[list[BufferAllocation], list[ParameterInfo], list[OutputInfo]]
-                 | None = None, graphs: bool = False):
+                 | None = None, graphs: bool = False, profile: bool = False):
         """`tables` (allocations, parameters, outputs) are derived from the buffer assignment
         unless given (an executable loaded from an artifact passes the stored ones); `graphs`
-        is the default of `run`'s `graph` argument."""
+        is the default of `run`'s `graph` argument; `profile` makes every run record CUDA
+        events per thunk (`xlc.backend_gpu.profile`; graphs are off then)."""
         module = optimized.module
         assert module.entry is not None and module.entry.root is not None
         self.optimized = optimized
@@ -111,6 +112,7 @@ class GpuExecutable:
         self.constants = dict(result.constants)
         self.sm = sm
         self.graphs = graphs
+        self.profile = profile
         self.timings = timings or {}
         self._runtime: GpuRuntime | None = None
         self._lock = threading.Lock()

@@ -19,7 +19,10 @@ Per executable (created on its first run):
   then the thunk is issued (`_ISSUE`: thunk type -> issuing function), then its `record_event`
   recorded; at the end stream 0 waits for `final_waits` and is synchronised;
 * optional CUDA graph capture of the whole schedule (not possible with while/conditional,
-  which read predicates back to the host): captured on the first call, replayed afterwards.
+  which read predicates back to the host): captured on the first call, replayed afterwards;
+* with `exe.profile` (`CompileOptions.profile`) a `profile.ThunkProfiler` records CUDA events
+  around every thunk and the call (graphs are off then); without it nothing is recorded and
+  the driver calls are those of an unprofiled runtime.
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ from xlc.passes.allocation import Slice
 
 if TYPE_CHECKING:
     from xlc.backend_gpu.executable import GpuExecutable
+    from xlc.backend_gpu.profile import ThunkProfiler
 
 __all__ = [
     # the executor
@@ -107,6 +111,11 @@ class GpuRuntime:
         self.events = [check(drv.cuEventCreate(ev_flags), "cuEventCreate")
                        for _ in range(exe.plan.num_events)]
         self._fork = check(drv.cuEventCreate(ev_flags), "cuEventCreate")
+        self.profiler: ThunkProfiler | None = None
+        if exe.profile:
+            from xlc.backend_gpu.profile import ThunkProfiler
+
+            self.profiler = ThunkProfiler(exe, drv, self.streams)
         self.bases = [0] * len(exe.allocations)
         self._owned: list[int] = []
         self._owned_host: list[int] = []
@@ -235,10 +244,12 @@ class GpuRuntime:
 
     # ---- execution ----------------------------------------------------------------------
     def run(self, args: list[Any], graph: bool = False, to_host: bool = True) -> list[Any]:
-        """Bind arguments, execute the schedule (or replay its graph), return the outputs."""
+        """Bind arguments, execute the schedule (or replay its graph), return the outputs.
+        A profiled executable never uses a graph and records its events after the outputs
+        are synchronised."""
         has_host_control = any(isinstance(t, (WhileThunk, ConditionalThunk, HostCallThunk))
                                for t in self.exe.plan.thunks.walk())
-        graph = graph and not has_host_control
+        graph = graph and not has_host_control and self.profiler is None
         with self._lock:
             primary_context()
             owners: dict[int, DeviceArray] = {}
@@ -249,11 +260,15 @@ class GpuRuntime:
             else:
                 self._run_schedule()
             results = self._results(owners, to_host, persistent=graph)
+            if self.profiler is not None:
+                self.profiler.finish()
             del keep
             return results
 
     def _run_schedule(self) -> None:
         drv, s0 = self.drv, self.streams[0]
+        if self.profiler is not None:
+            self.profiler.begin(s0)
         if len(self.streams) > 1:
             # fork: the other streams start after stream 0's uploads (and, while capturing a
             # graph, this is what pulls them into the capture)
@@ -263,6 +278,8 @@ class GpuRuntime:
         self.execute(self.exe.plan.thunks)
         for e in self.exe.plan.final_waits:
             check(drv.cuStreamWaitEvent(self.streams[0], self.events[e], 0), "cuStreamWaitEvent")
+        if self.profiler is not None:
+            self.profiler.end(s0)
 
     def _run_graph(self) -> None:
         drv, s0 = self.drv, self.streams[0]
@@ -286,7 +303,10 @@ class GpuRuntime:
         stream = self.streams[thunk.stream]
         for e in thunk.wait_events:
             check(drv.cuStreamWaitEvent(stream, self.events[e], 0), "cuStreamWaitEvent")
-        _ISSUE[type(thunk)](self, thunk, stream)
+        if self.profiler is None or isinstance(thunk, SequentialThunk):
+            _ISSUE[type(thunk)](self, thunk, stream)
+        else:
+            self.profiler.around(self, thunk, stream, _ISSUE[type(thunk)])
         if thunk.record_event is not None:
             check(drv.cuEventRecord(self.events[thunk.record_event], stream), "cuEventRecord")
 

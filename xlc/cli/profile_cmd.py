@@ -3,11 +3,13 @@
 * `xlc run INPUT [--inputs in.npz] [--profile out.json]`: INPUT is an `.hlo` file, an `.xlc`
   executable or `module:function` (its positional arguments from `in0, in1, ...`, or shaped by
   `--arg`); with `--profile` the program is compiled with profiling hooks and the run's Chrome
-  trace is written to out.json (docs/profiling.md).
+  trace is written to out.json (docs/profiling.md): kernels and pool shares on the cpu
+  backend, CUDA-event spans per thunk and stream on the gpu backend.
 * `xlc profile INPUT [--inputs in.npz] [--repeat N]`: compiles with profiling hooks, runs
   `--warmup` calls, then `--repeat` calls, and prints the units (kernels) that took the most
   time with their achieved GB/s and GFLOP/s against the machine's copy bandwidth and matmul
-  peak (`xlc.profiling.machine_limits`, measured once and cached; `--no-measure` skips them).
+  peak (`xlc.profiling.machine_limits`, measured once and cached; `--no-measure` skips them;
+  on the gpu backend the device's figures, `xlc.profiling.device_limits`).
   Without `--inputs`, inputs are random (seed 0) of the parameters' shapes.
 """
 from __future__ import annotations
@@ -33,8 +35,24 @@ from xlc.cli.commands import (
 from xlc.compile_stages import progress_bar
 from xlc.errors import ArgumentError
 
-CPU_ONLY = ("run-time profiles are recorded by the cpu backend only (GPU profiling is not "
-            "implemented)")
+PROFILED_BACKENDS = ("cpu", "gpu")
+"""Backends that record run-time profiles (their recorders: `_recorder`)."""
+
+
+def _recorder(backend: str) -> Any:
+    """The module collecting `backend`'s events (it has `collect() -> Profile`)."""
+    if backend == "gpu":
+        from xlc.backend_gpu import profile as gpu_profile
+
+        return gpu_profile
+    from xlc.backend_cpu import profiler
+
+    return profiler
+
+
+def _not_profiled(backend: str) -> ArgumentError:
+    return ArgumentError(f"run-time profiles are recorded by the cpu and gpu backends only, "
+                         f"not '{backend}'")
 
 
 # ---- argument parsing ------------------------------------------------------------------------
@@ -51,7 +69,7 @@ def add_profile_parser(sub: argparse._SubParsersAction) -> None:
     """Register the `profile` verb."""
     p = sub.add_parser("profile", help="run a program with profiling; print the slowest kernels",
                        description="Compile INPUT (.hlo, .xlc compiled with profiling, or "
-                       "module:function) with run-time profiling hooks (cpu backend), run it "
+                       "module:function) with run-time profiling hooks (cpu or gpu), run it "
                        "and print the kernels that took the most time with their achieved "
                        "GB/s and GFLOP/s against the machine's limits (measured once, cached).")
     p.add_argument("input", help="an .hlo file, an .xlc file or module:function")
@@ -66,7 +84,7 @@ def add_profile_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-measure", action="store_true",
                    help="do not measure the machine's limits (use XLC_MACHINE_LIMITS or the "
                    "cached figures, else print no percentages)")
-    p.add_argument("--backend", default=None, help="must be cpu (the default)")
+    p.add_argument("--backend", default=None, help="cpu (the default) or gpu")
     p.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
     add_function_args(p)
     p.set_defaults(func=cmd_profile)
@@ -124,14 +142,16 @@ def prepare(args: argparse.Namespace, profile: bool, random_ok: bool = False
 
     opts = _options(args)
     if profile:
-        if opts.backend != "cpu":
-            raise ArgumentError(CPU_ONLY)
+        if opts.backend not in PROFILED_BACKENDS:
+            raise _not_profiled(opts.backend)
         opts = opts.replace(profile=True)
     arg_given = bool(getattr(args, "arg", None) or getattr(args, "static", None))
     if is_artifact(args.input):
         if arg_given:
             raise UsageError("--arg/--static apply to module:function inputs, not .xlc files")
         exe = xlc.load(args.input)
+        if profile and exe.backend not in PROFILED_BACKENDS:
+            raise _not_profiled(exe.backend)
         if profile and not exe.manifest.options.get("profile"):
             raise ArgumentError(f"{args.input} was compiled without profiling hooks: profile "
                                 "the .hlo file or module:function instead, or compile it with "
@@ -172,10 +192,9 @@ def _run(compiled: Any, inputs: list[np.ndarray]) -> Any:
 # ---- verbs -----------------------------------------------------------------------------------
 def cmd_run(args: argparse.Namespace) -> int:
     """`xlc run` for module:function input or with --profile (see the module docstring)."""
-    from xlc.backend_cpu import profiler
-
     profile_path = getattr(args, "profile", None)
     compiled, inputs = prepare(args, profile=bool(profile_path))
+    profiler = _recorder(compiled.backend)
     if profile_path:
         profiler.collect()  # only this run's events
     result = _run(compiled, inputs)
@@ -190,19 +209,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Run INPUT `--warmup` + `--repeat` times with profiling; print the top kernels."""
-    from xlc.backend_cpu import profiler
-    from xlc.profiling import machine_limits, report
+    from xlc.profiling import MachineLimits, device_limits, machine_limits, report
 
     if args.repeat < 1 or args.warmup < 0 or args.top < 1:
         raise UsageError("--repeat and --top must be at least 1, --warmup at least 0")
     compiled, inputs = prepare(args, profile=True, random_ok=True)
+    profiler = _recorder(compiled.backend)
     for _ in range(args.warmup):
         _run(compiled, inputs)
     profiler.collect()  # drop the warm-up calls (and anything before)
     for _ in range(args.repeat):
         _run(compiled, inputs)
     profile = profiler.collect()
-    limits = machine_limits(measure=not args.no_measure)
+    limits: MachineLimits | None
+    if compiled.backend == "gpu":
+        from xlc.backends import get_backend
+
+        limits = device_limits(get_backend("gpu").roofline)  # type: ignore[attr-defined]
+    else:
+        limits = machine_limits(measure=not args.no_measure)
     sys.stdout.write(report(profile, limits, args.top))
     if args.trace:
         profile.write_chrome_trace(args.trace)
