@@ -29,6 +29,7 @@ from xlc.frontend import pytree
 from xlc.frontend.arguments import (
     convert_arg,
     fast_signature,
+    flat_call_args,
     leaf_aval,
     leaf_labels,
     param_names,
@@ -180,51 +181,9 @@ class Compiled:
                                 {"compile_s": float(getattr(self, "compile_seconds", 0.0))})
         return raw
 
-    def _label(self, i: int) -> str:
-        if i < len(self.arg_names) and self.arg_names[i]:
-            return f"argument {i} ('{self.arg_names[i]}')"
-        return f"argument {i}"
-
     def _flat_args(self, args: tuple, kwargs: dict) -> list[np.ndarray]:
-        if self.in_tree is None:
-            if kwargs:
-                raise ArgumentError(f"{self.name}: keyword arguments are not accepted by a "
-                                    "compiled HLO module")
-            if len(args) != len(self._param_trees):
-                raise ArgumentError(f"{self.name}: expected {len(self._param_trees)} "
-                                    f"arguments, got {len(args)}")
-            if all(td.kind == "leaf" for td in self._param_trees):  # no tuple parameters
-                return [convert_arg(a, av, f"{self.name}: {self._label(i)}")
-                        for i, (a, av) in enumerate(zip(args, self.in_avals))]
-            flat: list[Any] = []
-            for i, (a, td) in enumerate(zip(args, self._param_trees)):
-                got, got_td = pytree.flatten(a)
-                if got_td != td:
-                    raise ArgumentError(f"{self.name}: {self._label(i)} has pytree structure "
-                                        f"{got_td}, expected {td} (the parameter's tuple shape)")
-                flat += got
-            return [convert_arg(x, av, f"{self.name}: argument leaf {k}")
-                    for k, (x, av) in enumerate(zip(flat, self.in_avals))]
-        arg_td, kw_td = self.in_tree.children
-        if len(args) != len(arg_td.children):
-            raise ArgumentError(f"{self.name}: expected {len(arg_td.children)} positional "
-                                f"arguments, got {len(args)}")
-        if set(kwargs) != set(kw_td.keys):
-            raise ArgumentError(f"{self.name}: expected keyword arguments "
-                                f"{sorted(kw_td.keys)}, got {sorted(kwargs)}")
-        items = [(self._label(i), a, td) for i, (a, td) in enumerate(zip(args, arg_td.children))]
-        items += [(f"keyword argument '{k}'", kwargs[k], td)
-                  for k, td in zip(kw_td.keys, kw_td.children)]
-        leaves: list[Any] = []
-        for label, a, td in items:
-            got, got_td = pytree.flatten(a)
-            if got_td != td:
-                raise ArgumentError(f"{self.name}: {label} has pytree structure {got_td}, "
-                                    f"expected {td}")
-            leaves += got
-        labels = leaf_labels(self.in_tree, self.arg_names)
-        return [convert_arg(x, av, f"{self.name}: {lab}")
-                for x, av, lab in zip(leaves, self.in_avals, labels)]
+        return flat_call_args(self.name, args, kwargs, self.in_tree, self._param_trees,
+                              self.in_avals, self.arg_names)
 
     def call_flat(self, flat: list[np.ndarray]) -> Any:
         """Run with already checked flat arguments; returns the output pytree."""
@@ -233,8 +192,19 @@ class Compiled:
             return results[0]
         return pytree.unflatten(self.out_tree, results)
 
+    _fast_keys: frozenset = frozenset()  # fast_signature keys of checked numpy-only calls
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call_flat(self._flat_args(args, kwargs))
+        # numpy leaves whose dtypes/shapes were checked before (converting them would return
+        # them unchanged): no avals, labels or shape text per call
+        sig = None if kwargs else fast_signature(args, frozenset())
+        if sig is not None and sig[0] in self._fast_keys:
+            return self.call_flat(sig[1])
+        flat = self._flat_args(args, kwargs)
+        if sig is not None and len(self._fast_keys) < 8 and \
+                all(type(x) is np.ndarray for x in sig[1]):
+            self._fast_keys = self._fast_keys | {sig[0]}
+        return self.call_flat(flat)
 
     def executable(self) -> Any:
         """The backend's executable (e.g. an `xlc.backend_gpu.GpuExecutable`, with its PTX,

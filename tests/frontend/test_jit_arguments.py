@@ -248,3 +248,44 @@ def test_fast_path_with_python_scalars(monkeypatch) -> None:
     np.testing.assert_allclose(f(a, 1, 2.5, True), a + 2.5)  # int lr, float n: new signature
     np.testing.assert_allclose(f(a, 1, 2.5, False), a)
     assert f.cache_info()["size"] == 2
+
+
+def test_compiled_calls_take_the_fast_path_too(monkeypatch) -> None:
+    """`Compiled.__call__` (from lower().compile(), xlc.compile or xlc.load) checks a numpy
+    signature once; later calls with it skip the checks (Compiled called 25 us per tiny call,
+    4 us now), and a different dtype, shape or a Python scalar still goes through them."""
+    import xlc.api
+
+    c = xlc.jit(lambda x, y: x + y).lower(X, X).compile()
+    hlo = xlc.compile("HloModule t\nENTRY e {\n  p = (f32[2,3], f32[2,3]) parameter(0)\n"
+                      "  a = f32[2,3] get-tuple-element(p), index=0\n"
+                      "  b = f32[2,3] get-tuple-element(p), index=1\n"
+                      "  ROOT s = f32[2,3] subtract(a, b)\n}\n", backend="interpreter")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(c(X, X), X + X)
+    np.testing.assert_array_equal(hlo((a, a * 3)), -2 * a)
+    checked = xlc.api.flat_call_args
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the checked path ran for a known signature")
+
+    with monkeypatch.context() as m:
+        m.setattr(xlc.api, "flat_call_args", forbidden)
+        for _ in range(2):
+            np.testing.assert_array_equal(c(X * 2, X), X * 3)
+            np.testing.assert_array_equal(hlo((a, a.T.copy().T)), 0 * a)
+            np.testing.assert_array_equal(hlo((a, np.asfortranarray(a))), 0 * a)  # strided
+    m2 = pytest.MonkeyPatch()
+    calls = []
+    m2.setattr(xlc.api, "flat_call_args", lambda *a, **k: calls.append(1) or checked(*a, **k))
+    try:
+        with pytest.raises(xlc.ArgumentError, match=r"^lambda: argument 1 \('y'\): expected "
+                           r"f32\[2,3\], got f64\[2,3\]$"):
+            c(X, X.astype(np.float64))
+        with pytest.raises(xlc.ArgumentError, match=r"expected f32\[2,3\], got f32\[3,2\]"):
+            c(X, X.T.copy())
+        with pytest.raises(xlc.ArgumentError, match=r"has pytree structure"):
+            hlo((a, a, a))
+    finally:
+        m2.undo()
+    assert len(calls) == 3

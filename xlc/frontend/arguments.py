@@ -234,3 +234,59 @@ def fast_signature(args: tuple, statics: frozenset[int]) -> tuple[tuple, list] |
         elif not _walk(a, key, leaves):
             return None
     return tuple(key), leaves
+
+
+def _arg_label(i: int, arg_names: Sequence[str]) -> str:
+    if i < len(arg_names) and arg_names[i]:
+        return f"argument {i} ('{arg_names[i]}')"
+    return f"argument {i}"
+
+
+def flat_call_args(name: str, args: tuple, kwargs: dict, in_tree: pytree.TreeDef | None,
+                   param_trees: Sequence[pytree.TreeDef], in_avals: Sequence[Aval],
+                   arg_names: Sequence[str]) -> list[np.ndarray]:
+    """The checked, converted leaves of a call of executable `name` (`convert_arg` per leaf).
+    `in_tree` None: an HLO module, one argument per entry parameter (`param_trees`: nested
+    tuples for tuple-shaped parameters, no keyword arguments); else the (args, kwargs) tree a
+    traced function was lowered for. ArgumentError naming the argument for a wrong count,
+    structure, dtype or shape."""
+    if in_tree is None:
+        if kwargs:
+            raise ArgumentError(f"{name}: keyword arguments are not accepted by a compiled "
+                                "HLO module")
+        if len(args) != len(param_trees):
+            raise ArgumentError(f"{name}: expected {len(param_trees)} arguments, got "
+                                f"{len(args)}")
+        if all(td.kind == "leaf" for td in param_trees):  # no tuple parameters
+            return [convert_arg(a, av, f"{name}: {_arg_label(i, arg_names)}")
+                    for i, (a, av) in enumerate(zip(args, in_avals))]
+        flat: list[Any] = []
+        for i, (a, td) in enumerate(zip(args, param_trees)):
+            got, got_td = pytree.flatten(a)
+            if got_td != td:
+                raise ArgumentError(f"{name}: {_arg_label(i, arg_names)} has pytree structure "
+                                    f"{got_td}, expected {td} (the parameter's tuple shape)")
+            flat += got
+        return [convert_arg(x, av, f"{name}: argument leaf {k}")
+                for k, (x, av) in enumerate(zip(flat, in_avals))]
+    arg_td, kw_td = in_tree.children
+    if len(args) != len(arg_td.children):
+        raise ArgumentError(f"{name}: expected {len(arg_td.children)} positional arguments, "
+                            f"got {len(args)}")
+    if set(kwargs) != set(kw_td.keys):
+        raise ArgumentError(f"{name}: expected keyword arguments {sorted(kw_td.keys)}, got "
+                            f"{sorted(kwargs)}")
+    items = [(_arg_label(i, arg_names), a, td)
+             for i, (a, td) in enumerate(zip(args, arg_td.children))]
+    items += [(f"keyword argument '{k}'", kwargs[k], td)
+              for k, td in zip(kw_td.keys, kw_td.children)]
+    leaves: list[Any] = []
+    for label, a, td in items:
+        got, got_td = pytree.flatten(a)
+        if got_td != td:
+            raise ArgumentError(f"{name}: {label} has pytree structure {got_td}, expected "
+                                f"{td}")
+        leaves += got
+    labels = leaf_labels(in_tree, arg_names)
+    return [convert_arg(x, av, f"{name}: {lab}")
+            for x, av, lab in zip(leaves, in_avals, labels)]
