@@ -188,6 +188,20 @@ class Profile:
 
 
 # ---- the report of `xlc profile` -------------------------------------------------------------
+def write_uncollected(profile: Profile, directory: str, suffix: str, what: str) -> None:
+    """Write `profile` (the events no one collected) to `directory/xlc-<pid><suffix>`, nothing
+    when it has none. Errors are logged, never raised: the backends' profilers call this at
+    interpreter exit (`XLC_FLAGS=--profile=DIR`)."""
+    try:
+        if not profile.events:
+            return
+        path = Path(directory) / f"xlc-{os.getpid()}{suffix}"
+        profile.write_chrome_trace(path)
+        log.info("wrote the %s %s (%d events)", what, path, len(profile.events))
+    except Exception as e:  # noqa: BLE001 - at exit, a lost profile is only worth a warning
+        log.warning("could not write the %s into %s: %s", what, directory, e)
+
+
 def _rate(amount: float, ns: float) -> float:
     return amount / ns if ns > 0 else 0.0  # bytes/ns = GB/s, flops/ns = GFLOP/s
 

@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ from xlc.backend_cpu.profile_lib import (
     PROF_COUNT,
     PROF_SET_BUFFER,
 )
-from xlc.profiling import Profile, RawEvent
+from xlc.profiling import Profile, RawEvent, write_uncollected
 
 log = logging.getLogger("xlc.profile")
 
@@ -118,13 +117,5 @@ def _thread_names() -> dict[int, tuple[int, str]]:
 
 def write_at_exit(directory: str) -> None:
     """Write the uncollected events to `directory/xlc-<pid>.trace.json` (nothing when there
-    are none). Errors are logged, never raised: this runs at interpreter exit."""
-    try:
-        profile = collect()
-        if not profile.events:
-            return
-        path = Path(directory) / f"xlc-{os.getpid()}.trace.json"
-        profile.write_chrome_trace(path)
-        log.info("wrote the run-time profile %s (%d events)", path, len(profile.events))
-    except Exception as e:  # noqa: BLE001 - at exit, a lost profile is only worth a warning
-        log.warning("could not write the run-time profile into %s: %s", directory, e)
+    are none; errors are logged, never raised: this runs at interpreter exit)."""
+    write_uncollected(collect(), directory, ".trace.json", "run-time profile")

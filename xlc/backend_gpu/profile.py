@@ -36,7 +36,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlc.backend_gpu.cuda import check, compute_capability
@@ -52,7 +51,7 @@ from xlc.backend_gpu.thunks import (
     Thunk,
     WhileThunk,
 )
-from xlc.profiling import Profile, RawEvent
+from xlc.profiling import Profile, RawEvent, write_uncollected
 
 if TYPE_CHECKING:
     from xlc.backend_gpu.executable import GpuExecutable
@@ -274,13 +273,5 @@ def _register_writer() -> None:
 
 def write_at_exit(directory: str) -> None:
     """Write the uncollected GPU events to `directory/xlc-<pid>.gpu.trace.json` (nothing
-    when there are none). Errors are logged, never raised: this runs at interpreter exit."""
-    try:
-        profile = collect()
-        if not profile.events:
-            return
-        path = Path(directory) / f"xlc-{os.getpid()}.gpu.trace.json"
-        profile.write_chrome_trace(path)
-        log.info("wrote the GPU run-time profile %s (%d events)", path, len(profile.events))
-    except Exception as e:  # noqa: BLE001 - at exit, a lost profile is only worth a warning
-        log.warning("could not write the GPU run-time profile into %s: %s", directory, e)
+    when there are none; errors are logged, never raised: this runs at interpreter exit)."""
+    write_uncollected(collect(), directory, ".gpu.trace.json", "GPU run-time profile")
