@@ -324,12 +324,14 @@ def _dot_rows(b: _Builder) -> None:
 
 
 def _wide_dot(b: _Builder) -> None:
-    """A dot with a wider result (n of 17 or 40): on big operands the CPU runs it on the packed
-    GEMM, a `__xlc$gemm` custom-call whose workspace the buffer assignment places."""
+    """A dot with a wider result (n of 17, 32, 40 or 64): on big operands the CPU runs it on
+    the packed GEMM, a `__xlc$gemm` custom-call whose workspace the buffer assignment places,
+    or (n a multiple of the 32- or 16-column panel, small operands) on the GEMM reading its
+    operands in place, with no workspace."""
     x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
     if x is None:
         return
-    n = b.draw(st.sampled_from([17, 40]))
+    n = b.draw(st.sampled_from([17, 40, 32, 64]))
     w = b.param(x.ty, (x.dims[1], n))
     b.emit(x.ty, (x.dims[0], n),
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")

@@ -93,3 +93,21 @@ def test_declared_sizes_over_the_default_limit_and_lies_are_refused(tmp_path: Pa
     both = _forge(tmp_path / "both.xlc", bytes(1 << 20), manifest_size=100, zip_size=100)
     with pytest.raises(xlc.ArtifactError, match=r"both.xlc: the file is corrupted \(Bad CRC"):
         xlc.load(str(both))
+
+
+def test_an_unknown_compression_method_is_a_corrupted_file(tmp_path: Path):
+    """zipfile raises NotImplementedError for a member whose compression method it lacks
+    (here method 99 patched into both headers): `xlc.load` refuses the file as corrupted."""
+    import struct
+
+    path = _forge(tmp_path / "method.xlc", b"HloModule x")
+    raw = bytearray(path.read_bytes())
+    for sig, method_at, name_at in ((b"PK\x03\x04", 8, 30), (b"PK\x01\x02", 10, 46)):
+        at = raw.index(sig)
+        while raw[at + name_at:at + name_at + len(HLO_MEMBER)] != HLO_MEMBER.encode():
+            at = raw.index(sig, at + 4)
+        struct.pack_into("<H", raw, at + method_at, 99)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(xlc.ArtifactError, match=r"method.xlc: the file is corrupted \(That "
+                       r"compression method is not supported\)"):
+        xlc.load(str(path))

@@ -64,8 +64,7 @@ from tools.memory_optimum_ilp import (  # noqa: E402
 )
 from xlc.api import optimize_module  # noqa: E402
 from xlc.backends import get_backend  # noqa: E402
-from xlc.hlo.gemm_call import GEMM_TARGET  # noqa: E402
-from xlc.hlo.ir import HloComputation, HloInstruction, HloModule  # noqa: E402
+from xlc.hlo.ir import HloInstruction, HloModule  # noqa: E402
 from xlc.hlo.opcodes import Opcode  # noqa: E402
 from xlc.hlo.parser import parse_module  # noqa: E402
 from xlc.hlo.shape import Shape  # noqa: E402
@@ -81,14 +80,15 @@ from xlc.passes.memory_budget import device_peak_bytes  # noqa: E402
 from xlc.passes.optimize import OptimizedModule  # noqa: E402
 from xlc.passes.optimize import optimize_module as optimize_passes  # noqa: E402
 from xlc.passes.ordering import LiveRanges, SequentialHloOrdering  # noqa: E402
-from xlc.passes.rematerialization import Rematerialization  # noqa: E402
+from xlc.passes.rematerialization import (  # noqa: E402
+    Rematerialization,
+    recomputable_member,
+)
 
 CONTROL_FLOW = frozenset({Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL})
 STATIC = frozenset({Opcode.PARAMETER, Opcode.CONSTANT})
 FORWARDERS = frozenset({Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST, Opcode.TUPLE, Opcode.DOMAIN,
                         Opcode.OPT_BARRIER, Opcode.ADD_DEPENDENCY})
-NEVER_RECOMPUTE = CONTROL_FLOW | STATIC | FORWARDERS | frozenset({
-    Opcode.RNG, Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE, Opcode.CUSTOM_CALL})
 DEFAULT_FRACTIONS = (0.5, 0.6, 0.7, 0.8)
 
 
@@ -115,22 +115,6 @@ def _bytes(shape: Shape) -> int:
     return sum(s.byte_size() for _, s in shape.leaves() if s.is_array)
 
 
-def _unsafe_inside(comps: tuple[HloComputation, ...]) -> bool:
-    """True when any (transitively) called computation holds rng, a custom-call or a side
-    effect."""
-    work, seen = list(comps), set()
-    while work:
-        comp = work.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        for inst in comp.instructions:
-            if inst.opcode in NEVER_RECOMPUTE - FORWARDERS - STATIC or inst.opcode.has_side_effect:
-                return True
-            work += list(inst.called)
-    return False
-
-
 def recompute_cost(inst: HloInstruction, scratch: int = 0) -> int:
     """Bytes `inst` reads and writes, less `scratch` (bytes of outputs nobody reads, such as a
     GEMM workspace); 0 for forwarders, parameters and constants."""
@@ -140,14 +124,10 @@ def recompute_cost(inst: HloInstruction, scratch: int = 0) -> int:
 
 
 def may_recompute(inst: HloInstruction) -> bool:
-    """The opcode rules: pure, no control flow, not a forwarder, parameter or constant; of
-    custom-calls only xlc's packed GEMM (a dot; the remat pass recomputes it too)."""
-    if inst.opcode is Opcode.CUSTOM_CALL:  # the opcode table marks every custom-call "S"
-        return inst.attrs.get("custom_call_target") == GEMM_TARGET and \
-            all(o.shape.is_array for o in inst.operands)
-    if inst.opcode.has_side_effect or _unsafe_inside(inst.called):
-        return False
-    return inst.opcode not in NEVER_RECOMPUTE
+    """The rematerialization pass's own rules (`recomputable_member`: pure, no control flow,
+    rng, copies or custom-calls other than xlc's packed GEMM), less the forwarders
+    (get-tuple-element), which the model treats as free."""
+    return inst.opcode not in FORWARDERS and recomputable_member(inst)
 
 
 def _top_level_map(seq: list[HloInstruction], df: DataflowAnalysis) -> dict[int, int]:

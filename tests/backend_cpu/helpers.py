@@ -31,3 +31,18 @@ def check(text: str, *args: np.ndarray, rtol: float = 1e-5, atol: float = 1e-6) 
 def rand(*shape: int, dtype: str = "float32", seed: int = 0) -> np.ndarray:
     """Reproducible standard-normal test data of `dtype`."""
     return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(dtype)
+
+
+def conv_text(lhs: str, rhs: str, out: str, attrs: str) -> str:
+    """An HLO module of one convolution `c = out convolution(a: lhs, k: rhs), attrs`."""
+    return f"""HloModule m
+ENTRY e {{
+  a = {lhs} parameter(0)
+  k = {rhs} parameter(1)
+  ROOT c = {out} convolution(a, k), {attrs}
+}}"""
+
+
+def shape_dims(s: str) -> list[int]:
+    """The dims of a shape spelled `f32[2,3,9,9]`."""
+    return [int(v) for v in s[s.index("[") + 1:s.index("]")].split(",")]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backend_cpu.helpers import check, rand
+from tests.backend_cpu.helpers import check, conv_text, rand, shape_dims
 
 
 @pytest.mark.parametrize("lhs,rhs,out,attrs", [
@@ -20,28 +20,8 @@ from tests.backend_cpu.helpers import check, rand
      "window={size=3}, dim_labels=bf0_oi0->bf0, batch_group_count=2"),
 ])
 def test_convolution(lhs: str, rhs: str, out: str, attrs: str) -> None:
-    def dims(s: str) -> list[int]:
-        return [int(v) for v in s[s.index("[") + 1:-1].split(",")]
-    text = f"""HloModule m
-ENTRY e {{
-  a = {lhs} parameter(0)
-  k = {rhs} parameter(1)
-  ROOT c = {out} convolution(a, k), {attrs}
-}}"""
-    check(text, rand(*dims(lhs)), rand(*dims(rhs), seed=3), rtol=1e-4, atol=1e-4)
-
-
-def _conv_text(lhs: str, rhs: str, out: str, attrs: str) -> str:
-    return f"""HloModule m
-ENTRY e {{
-  a = {lhs} parameter(0)
-  k = {rhs} parameter(1)
-  ROOT c = {out} convolution(a, k), {attrs}
-}}"""
-
-
-def _dims(s: str) -> list[int]:
-    return [int(v) for v in s[s.index("[") + 1:s.index("]")].split(",")]
+    check(conv_text(lhs, rhs, out, attrs), rand(*shape_dims(lhs)),
+          rand(*shape_dims(rhs), seed=3), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("lhs,rhs,out,attrs", [
@@ -70,12 +50,12 @@ def test_convolution_runs_as_patches_times_kernel(lhs: str, rhs: str, out: str,
     from xlc.hlo.opcodes import Opcode
     from xlc.hlo.parser import parse_module
 
-    text = _conv_text(lhs, rhs, out, attrs)
+    text = conv_text(lhs, rhs, out, attrs)
     exe = compile_cpu(parse_module(text))
     ops = {i.opcode for c in exe.module.computations for i in c.instructions}
     assert Opcode.CONVOLUTION not in ops and Opcode.DOT in ops
     dt = "float64" if lhs.startswith("f64") else "float32"
-    check(text, rand(*_dims(lhs), dtype=dt), rand(*_dims(rhs), seed=3, dtype=dt),
+    check(text, rand(*shape_dims(lhs), dtype=dt), rand(*shape_dims(rhs), seed=3, dtype=dt),
           rtol=1e-4, atol=1e-4)
 
 
@@ -91,7 +71,7 @@ def test_convolutions_the_lowering_leaves_alone(attrs: str, reason: str) -> None
 
     out = "f32[1,4,7,7]" if "feature" in reason else "f32[1,4,8,8]"
     rhs = "f32[4,1,3,3]" if "feature" in reason else "f32[4,2,2,2]"
-    m = parse_module(_conv_text("f32[1,2,7,7]", rhs, out, attrs))
+    m = parse_module(conv_text("f32[1,2,7,7]", rhs, out, attrs))
     assert ConvToDot().run(m) is False, reason
 
 
@@ -103,7 +83,7 @@ def test_huge_patch_matrices_run_one_position_per_dot(monkeypatch: pytest.Monkey
     from xlc.hlo.parser import parse_module
     from xlc.passes import conv_to_dot
 
-    text = _conv_text("f32[2,3,9,9]", "f32[4,3,3,3]", "f32[2,4,9,9]",
+    text = conv_text("f32[2,3,9,9]", "f32[4,3,3,3]", "f32[2,4,9,9]",
                       "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01")
     monkeypatch.setattr(conv_to_dot, "MAX_PATCH_BYTES", 1)
     m = parse_module(text)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.backend_cpu.helpers import rand
+from tests.backend_cpu.helpers import conv_text, rand, shape_dims
 from xlc.hlo.evaluator import evaluate, flatten_result
 from xlc.hlo.ir import HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
@@ -27,19 +27,6 @@ from xlc.passes.conv_lowering import (
 from xlc.passes.conv_to_dot import ConvToDot
 
 
-def _text(lhs: str, rhs: str, out: str, attrs: str) -> str:
-    return f"""HloModule m
-ENTRY e {{
-  a = {lhs} parameter(0)
-  k = {rhs} parameter(1)
-  ROOT c = {out} convolution(a, k), {attrs}
-}}"""
-
-
-def _dims(s: str) -> list[int]:
-    return [int(v) for v in s[s.index("[") + 1:s.index("]")].split(",")]
-
-
 def _conv(module: HloModule) -> HloInstruction:
     assert module.entry is not None
     return next(i for i in module.entry.instructions if i.opcode is Opcode.CONVOLUTION)
@@ -47,7 +34,7 @@ def _conv(module: HloModule) -> HloInstruction:
 
 def _args(lhs: str, rhs: str) -> list[np.ndarray]:
     dt = "float64" if lhs.startswith("f64") else "float32"
-    return [rand(*_dims(lhs), dtype=dt), rand(*_dims(rhs), seed=3, dtype=dt)]
+    return [rand(*shape_dims(lhs), dtype=dt), rand(*shape_dims(rhs), seed=3, dtype=dt)]
 
 
 def _tol(lhs: str) -> float:
@@ -87,7 +74,7 @@ CONVS = [
 @pytest.mark.parametrize("lhs,rhs,out,attrs", CONVS)
 def test_every_group_size_matches_the_evaluator(lhs: str, rhs: str, out: str,
                                                 attrs: str) -> None:
-    text = _text(lhs, rhs, out, attrs)
+    text = conv_text(lhs, rhs, out, attrs)
     args = _args(lhs, rhs)
     want = flatten_result(evaluate(parse_module(text), args))[0]
     positions = geometry(_conv(parse_module(text))).positions
@@ -105,7 +92,7 @@ def test_every_group_size_matches_the_evaluator(lhs: str, rhs: str, out: str,
 
 
 def test_the_dot_forms() -> None:
-    forms = [dot_form(_conv(parse_module(_text(*c)))) for c in CONVS]
+    forms = [dot_form(_conv(parse_module(conv_text(*c)))) for c in CONVS]
     assert forms == [BATCH_FEATURE, FEATURE_LAST, BATCH_FEATURE, FEATURE_LAST, FEATURE_FIRST,
                      TRANSPOSED, BATCH_FEATURE, TRANSPOSED]
 
@@ -118,7 +105,7 @@ def test_per_position_on_the_cpu_backend(case: int, monkeypatch: pytest.MonkeyPa
     from xlc.backend_cpu import compile_cpu, compiler
 
     lhs, rhs, out, attrs = CONVS[case]
-    text = _text(lhs, rhs, out, attrs)
+    text = conv_text(lhs, rhs, out, attrs)
     args = _args(lhs, rhs)
     monkeypatch.setattr(compiler, "ConvToDot", partial(ConvToDot, group=1))
     exe = compile_cpu(parse_module(text))
@@ -129,9 +116,9 @@ def test_per_position_on_the_cpu_backend(case: int, monkeypatch: pytest.MonkeyPa
 
 
 # NHWC 3x3, 32 -> 32 features on [4,16,16]: im2col's patches are 9 x 128 KiB
-BIG = _text("f32[4,16,16,32]", "f32[3,3,32,32]", "f32[4,16,16,32]",
+BIG = conv_text("f32[4,16,16,32]", "f32[3,3,32,32]", "f32[4,16,16,32]",
             "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f")
-BIG_NCHW = _text("f32[4,32,16,16]", "f32[32,32,3,3]", "f32[4,32,16,16]",
+BIG_NCHW = conv_text("f32[4,32,16,16]", "f32[32,32,3,3]", "f32[4,32,16,16]",
                  "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01")
 SLICE = 4 * 16 * 16 * 32 * 4
 
@@ -177,10 +164,10 @@ def test_per_position_temp_is_a_slice_and_a_dot_result(text: str) -> None:
 
 
 # NCHW 3x3, 16 -> 32 features on [16,32,32]: a 2 MiB output, K = 16 per position
-WIDE = _text("f32[16,16,32,32]", "f32[32,16,3,3]", "f32[16,32,32,32]",
+WIDE = conv_text("f32[16,16,32,32]", "f32[32,16,3,3]", "f32[16,32,32,32]",
              "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01")
 # the same with 4 input features: K = 4 per position starves the GEMM
-NARROW = _text("f32[16,4,32,32]", "f32[32,4,3,3]", "f32[16,32,32,32]",
+NARROW = conv_text("f32[16,4,32,32]", "f32[32,4,3,3]", "f32[16,32,32,32]",
                "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01")
 
 
@@ -204,7 +191,7 @@ def test_without_a_limit_the_least_temp_that_is_not_measurably_slower() -> None:
     g = ConvToDot(threads=2).choose(_conv(parse_module(WIDE)))
     assert 1 < g < 9 and wide[g].temp_bytes < wide[9].temp_bytes
     # a 1-D window over 64 features, a 512 KiB output: one position per dot
-    one_d = _text("f32[8,256,64]", "f32[5,64,64]", "f32[8,256,64]",
+    one_d = conv_text("f32[8,256,64]", "f32[5,64,64]", "f32[8,256,64]",
                   "window={size=5 pad=2_2}, dim_labels=b0f_0io->b0f")
     assert ConvToDot(threads=2).choose(_conv(parse_module(one_d))) == 1
     # 4 input features: im2col, clearly the fastest
@@ -215,7 +202,7 @@ def test_without_a_limit_the_least_temp_that_is_not_measurably_slower() -> None:
 
 def test_a_tiny_convolution_takes_the_least_memory_without_a_limit() -> None:
     """Estimated microseconds apart: not measurably slower, so the smaller temp wins."""
-    text = _text("f32[1,8,8,4]", "f32[3,3,4,4]", "f32[1,8,8,4]",
+    text = conv_text("f32[1,8,8,4]", "f32[3,3,4,4]", "f32[1,8,8,4]",
                  "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f")
     assert ConvToDot().choose(_conv(parse_module(text))) < 9
 
@@ -256,7 +243,7 @@ def test_a_memory_limit_lowers_the_temp_bytes() -> None:
 
 
 def test_huge_patch_matrices_run_per_position(monkeypatch: pytest.MonkeyPatch) -> None:
-    text = _text("f32[2,3,9,9]", "f32[4,3,3,3]", "f32[2,4,9,9]",
+    text = conv_text("f32[2,3,9,9]", "f32[4,3,3,3]", "f32[2,4,9,9]",
                  "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01")
     slice_bytes = 2 * 9 * 9 * 3 * 4  # rows x features x bytes
     monkeypatch.setattr(conv_to_dot, "MAX_PATCH_BYTES", slice_bytes * 2)

@@ -65,6 +65,8 @@ def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, where: st
                     raise ArtifactError(f"{where}: member {info.filename} decompresses to more "
                                         f"than its declared {limit} bytes; the file is damaged "
                                         "or malicious, refusing to load it")
+    # zipfile raises NotImplementedError for a member whose compression method it lacks (a
+    # damaged header or a foreign writer): the file is refused like any other damage
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as e:
         raise ArtifactError(f"{where}: the file is corrupted ({e})") from None
     return bytes(out)
