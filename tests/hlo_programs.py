@@ -337,7 +337,20 @@ def _wide_dot(b: _Builder) -> None:
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
 
 
-WORKSPACE_STEPS = (_wide_dot, _wide_dot, _unary, _binary, _transpose, _reduce)
+def _wide_dot_t(b: _Builder) -> None:
+    """x @ w.T with a wider result (n of 17, 32, 40 or 64): the rhs contracts on its contiguous
+    dim, so small products (k >= 48) run on the CPU GEMM's row dots with no workspace and
+    bigger ones pack Bᵀ into a `__xlc$gemm` workspace."""
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
+    if x is None:
+        return
+    n = b.draw(st.sampled_from([17, 40, 32, 64]))
+    w = b.param(x.ty, (n, x.dims[1]))
+    b.emit(x.ty, (x.dims[0], n),
+           f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
+
+
+WORKSPACE_STEPS = (_wide_dot, _wide_dot, _wide_dot_t, _unary, _binary, _transpose, _reduce)
 """Steps whose big programs reach the CPU's workspace custom-calls (GEMM dots, and with
 `_sort` added where it is defined, sorts of long lines)."""
 

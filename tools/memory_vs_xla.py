@@ -15,10 +15,11 @@ the wall time of parsing plus the whole pipeline. `--backend gpu` runs the GPU p
 (`gpu_passes`: no row or gather fusion, 256-byte alignment), `--backend interpreter` the
 interpreter's (`interpreter_passes`, the same passes as CPU today). `--xla-hlo` assigns XLA's
 own optimized.hlo instead (XLA's fusion decisions: copy insertion, our schedule and buffer
-assignment only; isolates scheduling + assignment). Usage:
+assignment only; isolates scheduling + assignment). `--xla-heap` adds XLA's measured heap temp
+(temp buffer plus library workspaces, `tools/xla_heap.py`) as a last column. Usage:
 
     python tools/memory_vs_xla.py [--corpus ../shared/corpus] [--backend cpu|gpu|interpreter]
-                                  [--xla-hlo] [--json out.json] [case ...]
+                                  [--xla-hlo] [--xla-heap] [--json out.json] [case ...]
 """
 from __future__ import annotations
 
@@ -90,6 +91,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table with a summary line."""
     head = (f"{'case':<24} {'our temp':>10} {'XLA temp':>10} {'lower bd':>10} {'vs XLA':>7} "
             f"{'vs bd':>6} {'fus':>4} {'XLA fus':>7} {'compile ms':>10}")
+    if any("xla_heap" in r for r in rows):
+        head += f" {'XLA heap':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
@@ -100,7 +103,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         vs_bd = f"{r['temp'] / r['lower_bound']:.2f}" if r["lower_bound"] else "-"
         lines.append(f"{r['case']:<24} {r['temp']:>10} {r['xla_temp']:>10} "
                      f"{r['lower_bound']:>10} {vs_xla:>7} {vs_bd:>6} {r['fusions']:>4} "
-                     f"{r['xla_fusions']:>7} {r['compile_ms']:>10.1f}")
+                     f"{r['xla_fusions']:>7} {r['compile_ms']:>10.1f}"
+                     + (f" {r['xla_heap']:>10}" if "xla_heap" in r else ""))
     ok = [r for r in rows if "error" not in r]
     beat = sum(1 for r in ok if r["temp"] <= r["xla_temp"])
     lines.append(f"temp <= XLA on {beat}/{len(rows)} cases; total ours "
@@ -117,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--xla-hlo", action="store_true",
                     help="assign XLA's optimized.hlo instead of running our pipeline")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument("--xla-heap", action="store_true",
+                    help="add a last column: XLA's measured heap temp (tools/xla_heap.py)")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     args = ap.parse_args(argv)
     cases = sorted(p for p in (args.corpus / "cases").iterdir() if (p / "module.hlo").exists())
@@ -133,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_case(case, args.backend, args.xla_hlo))
         except Exception as e:  # report and keep going: this is a benchmark table
             rows.append({"case": case.name, "error": f"{type(e).__name__}: {e}"[:200]})
+    if args.xla_heap:  # measured in a child process with a malloc-counting shim preloaded
+        from tools.xla_heap import measure_cases
+        for row, heap in zip(rows, measure_cases(cases)):
+            if "error" not in row:
+                row["xla_heap"] = heap.get("heap_temp", "-")
     print(format_table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

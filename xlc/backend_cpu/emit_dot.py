@@ -13,7 +13,8 @@ Output dims are [batch..., lhs free..., rhs free...] (XLA's DotGeneral). Two loo
   `gemm-workspace` pass (`gemm_workspace.py`) turns them into `__xlc$gemm` custom-calls with
   a workspace output before buffer assignment (`packed_gemm_plan` decides which), so no dot
   reaching `emit_dot` needs scratch memory; small ones that read their operands in place
-  (`gemm.reads_in_place`) need no workspace and stay dots, run on the GEMM here.
+  (`gemm.reads_in_place`) or multiply A by a B stored as Bᵀ (`gemm.uses_row_dots`: tiled
+  dot products of rows) need no workspace and stay dots, run on the GEMM here.
 Complex dots are unsupported (UnsupportedOpError). A packed AVX-512 microkernel is future work.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ from xlc.backend_cpu.emitter import (
     i64,
     overlaps_an_operand,
 )
-from xlc.backend_cpu.gemm import reads_in_place
+from xlc.backend_cpu.gemm import packs_nothing
 from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
@@ -240,10 +241,10 @@ def _contiguous_vector_matrix(plan: _DotPlan) -> bool:
 
 def _in_place_gemm(em: CpuEmitter, inst: HloInstruction) -> DotGemm | None:
     """The packed-GEMM plan of `inst` when it reads its operands in place
-    (`gemm.reads_in_place`: no packing, no workspace) and its output overlaps neither
-    operand; else None."""
+    or as row dot products (`gemm.packs_nothing`: no packing, no workspace) and its output
+    overlaps neither operand; else None."""
     gemm = packed_gemm_plan(inst, em.threads)
-    if gemm is None or not reads_in_place(gemm.spec) or overlaps_an_operand(em, inst):
+    if gemm is None or not packs_nothing(gemm.spec) or overlaps_an_operand(em, inst):
         return None
     return gemm
 

@@ -27,8 +27,9 @@ A[ic, pc] into MR-row panels) > jr > ir, calling the MR x NR microkernel from
 `gemm_kernels.py`. When a thread's columns fit one NR panel and A is row-major, A is not
 packed: the microkernel reads its rows in place (each A element is used once per k block
 there, so packing would only add a pass over A). Tiny problems and matrix-vector products
-(`use_simple`) use a plain loop nest instead and run in share 0 only (the other shares
-return at once).
+(`use_simple`) use a plain loop nest instead, and small products with B stored as Bᵀ
+(`uses_row_dots`) tiled dot products of rows (`gemm_rowdot.py`, no packing); both run in
+share 0 only (the other shares return at once).
 
 `compile_gemm(spec)` JIT-compiles one GEMM plus a threaded entry (`xlc/backend_cpu/parallel.py`) and
 returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmarks.
@@ -53,6 +54,7 @@ from llvmlite import ir
 from xlc.backend_cpu import jit
 from xlc.backend_cpu.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
 from xlc.backend_cpu.gemm_lib import IN_PLACE, PARAMS, declare_gemm
+from xlc.backend_cpu.gemm_rowdot import emit_rowdot_gemm
 from xlc.backend_cpu.parallel import (
     PARALLEL_FLOPS,
     SHARES_PER_THREAD,
@@ -65,7 +67,8 @@ from xlc.hlo.shape import PrimitiveType
 
 __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
            "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once", "reads_in_place",
-           "packed_b_bytes", "use_simple", "blocking", "simple_loop_order"]
+           "packed_b_bytes", "use_simple", "uses_row_dots", "packs_nothing", "blocking",
+           "simple_loop_order"]
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -215,6 +218,41 @@ def reads_in_place(spec: GemmSpec) -> bool:
             and 2 * spec.m * spec.n * spec.k <= IN_PLACE_FLOPS)
 
 
+ROWDOT_FLOPS = 1 << 20
+ROWDOT_MIN_K = 48
+"""Products of A and a B stored as Bᵀ of at most ROWDOT_FLOPS per batch, k >= ROWDOT_MIN_K and
+operands within IN_PLACE_BYTES run as tiled dot products of rows (`uses_row_dots`), with no
+packing scratch. Each output element then ends in a lane-sum (about two shuffles), so short
+k loses: measured on the 2-core test VM, one thread, f32, row dots / packed time
+(`python tools/bench_gemm_in_place.py --bt`): 64^3 0.95, 48x48x96 0.85, 32x64x256 0.95,
+64x64x128 0.96, 128x64x64 1.07; outside the bounds 64x64x32 1.10, 128x128x32 1.36,
+96x96x64 1.16, 128x128x64 1.19."""
+
+
+def uses_row_dots(spec: GemmSpec) -> bool:
+    """True when `spec` runs as tiled dot products of rows (`gemm_rowdot`: no packing, no
+    scratch, one share): row-major A times a B contiguous along k but not along n (B stored
+    as Bᵀ, as in `a @ b.T`, which the packed GEMM would have to pack), within ROWDOT_FLOPS
+    per batch, k >= ROWDOT_MIN_K and A and B of one batch within IN_PLACE_BYTES."""
+    if use_simple(spec):
+        return False
+    return (spec.a_strides[2] == 1 and spec.b_strides[1] == 1 and spec.b_strides[2] != 1
+            and spec.k >= ROWDOT_MIN_K
+            and (spec.m * spec.k + spec.k * spec.n) * spec.dtype.byte_size <= IN_PLACE_BYTES
+            and 2 * spec.m * spec.n * spec.k <= ROWDOT_FLOPS)
+
+
+def _one_share(spec: GemmSpec) -> bool:
+    """`spec` runs as one function in share 0 (the plain loop nest or the row dots)."""
+    return use_simple(spec) or uses_row_dots(spec)
+
+
+def packs_nothing(spec: GemmSpec) -> bool:
+    """True when `spec` needs no packing scratch at all (the plain loop nest, the row dots, or
+    the GEMM reading its operands in place)."""
+    return _one_share(spec) or reads_in_place(spec)
+
+
 PACK_ONCE_BYTES = 8 << 20
 """B is packed once per call (not by every share) only when packed it takes at most this
 many bytes of scratch (a bigger product has shares big enough to pack their B panels)."""
@@ -229,7 +267,7 @@ def packed_b_bytes(spec: GemmSpec) -> int:
 def _may_pack_b_once(spec: GemmSpec) -> bool:
     """The shares of `spec` split m of a single batch (each needs all of B), and B packed is
     small enough to be packed once for them all (see `packs_b_once`)."""
-    return (not use_simple(spec) and not reads_in_place(spec) and spec.batch == 1
+    return (not packs_nothing(spec) and spec.batch == 1
             and _split_m(spec, blocking(spec))
             and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
 
@@ -246,7 +284,7 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     threads, i.e. in exactly `gemm_shares(spec, nthreads)` shares with slots 0 .. nthreads-1
     (0 for the plain loop nest; the blocks of a slot are clipped to what one share covers).
     Includes 64 bytes of alignment slack."""
-    if use_simple(spec) or reads_in_place(spec):
+    if packs_nothing(spec):
         return 0
     nshares = gemm_shares(spec, nthreads)
     a_b, b_b = _thread_bytes(spec, blocking(spec), nshares)
@@ -260,7 +298,7 @@ def recommended_threads(spec: GemmSpec, available: int) -> int:
     """How many threads are worth using for `spec` out of `available`: one for the plain loop
     nest and for products under `parallel.PARALLEL_FLOPS`, else all of them."""
     flops = 2 * spec.m * spec.n * spec.k * spec.batch
-    return 1 if use_simple(spec) or flops < PARALLEL_FLOPS else max(1, available)
+    return 1 if _one_share(spec) or flops < PARALLEL_FLOPS else max(1, available)
 
 
 def gemm_shares(spec: GemmSpec, nthreads: int) -> int:
@@ -268,7 +306,7 @@ def gemm_shares(spec: GemmSpec, nthreads: int) -> int:
     for one thread or the plain loop nest, else up to `parallel.SHARES_PER_THREAD` per thread
     (at most one per panel of the split dimension, each of at least ~SHARE_FLOPS) - a thread
     that gets less of the machine then takes fewer of them."""
-    if nthreads <= 1 or use_simple(spec):
+    if nthreads <= 1 or _one_share(spec):
         return max(1, nthreads)
     bl = blocking(spec)
     panels = spec.batch * (-(-spec.m // bl.mr) if _split_m(spec, bl) else -(-spec.n // bl.nr))
@@ -295,6 +333,16 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ety = lu.value_type(spec.dtype)
     (sa, am, ak), (sb, bk, bn), (sc, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
+    if uses_row_dots(spec):
+        rowdot = emit_rowdot_gemm(llvm_module, f"{name}.rowdot", spec.dtype, spec.m, spec.n,
+                                  spec.k, am, bn, (cm, cn), spec.accumulate)
+        with b.if_then(b.icmp_signed("==", share, i64(0))):
+            with lu.for_range(b, i64(spec.batch), name="bt") as bi:
+                b.call(rowdot, [gep(b, a, b.mul(bi, i64(sa)), ety),
+                                gep(b, bm, b.mul(bi, i64(sb)), ety),
+                                gep(b, c, b.mul(bi, i64(sc)), ety)])
+        b.ret_void()
+        return
     if use_simple(spec):
         simple = emit_simple_gemm(llvm_module, f"{name}.simple", spec.dtype, spec.m, spec.n,
                                   spec.k, (am, ak), (bk, bn), (cm, cn), spec.accumulate)
@@ -378,7 +426,7 @@ class CompiledGemm:
         self.nshares = gemm_shares(spec, nthreads)
         eng = jit.jit_engine()
         self.kernel_address = eng.address(symbol)
-        self.pack_address = eng.address(f"{symbol}.pack") if not use_simple(spec) else 0
+        self.pack_address = eng.address(f"{symbol}.pack") if not _one_share(spec) else 0
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 4), ctypes.c_int64,
                                  ctypes.c_int64)
         self._entry = proto(eng.address(entry))

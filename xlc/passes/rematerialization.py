@@ -19,7 +19,13 @@ count at their caller's position), and while the modelled peak is above the targ
    points every later use at the clone, and updates the model.
 A value with no use left before P is moved rather than copied. Values the clone reads become
 live longer: a later round may recompute them too, so chains of cheap ops are rebuilt one at a
-time. The target starts at the limit less the non-temp bytes (parameters, outputs) and is
+time.
+5. Once under the target, a value recomputed twice (inside an earlier chain, and again for its
+   own later uses: an MLP's early activations rebuilt for a later layer's chain and then for
+   their own backward step) keeps only the earlier copy when stretching it to the later uses
+   keeps the modelled peak under the target; the later copy and the chain that only fed it
+   are dropped (`_share_clones`; "reused ..." in `actions`).
+The target starts at the limit less the non-temp bytes (parameters, outputs) and is
 scaled by the packing overhead the heap simulator showed (allocation size / modelled peak).
 
 Requires: `module.schedule` covering the entry and `assignment` computed from it. Guarantees:
@@ -39,7 +45,7 @@ from xlc.hlo.gemm_call import GEMM_TARGET
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import ASYNC_COPY_OPCODES, Opcode
 from xlc.passes.buffer_assignment import BufferAssignment
-from xlc.passes.dataflow import DataflowAnalysis
+from xlc.passes.dataflow import DataflowAnalysis, in_place_pairs
 from xlc.passes.flatten_call_graph import clone_computation
 from xlc.passes.memory_budget import device_peak_bytes
 
@@ -261,6 +267,7 @@ class Rematerialization:
         self.actions: list[str] = []
         self.recomputed_seconds = 0.0
         self.depth = FIRST_CHAIN
+        self.origin: dict[int, int] = {}  # clone uid -> uid of the value it recomputes
 
     def run_budget(self, module: HloModule, assignment: BufferAssignment, limit: int) -> bool:
         """Recompute values at the modelled peak until it is under the target; True when
@@ -298,7 +305,64 @@ class Rematerialization:
             now = (max(curve, default=0), curve.count(max(curve, default=0)))
             stalled = 0 if now < best else stalled + 1  # e.g. two values moved past each other
             best = min(best, now)
+        if changed:
+            self._share_clones(module, model, target)
         return changed
+
+    def _share_clones(self, module: HloModule, model: _Model, target: int) -> None:
+        """Where a value was recomputed twice (once inside an earlier chain, once for its own
+        later uses), let the earlier copy serve the later uses too and drop the later copy
+        with the chain that only fed it, whenever that does not raise the modelled peak."""
+        groups: dict[int, list[HloInstruction]] = {}
+        for inst in model.seq:
+            if inst.uid in self.origin and inst.uid in model.own:
+                groups.setdefault(self.origin[inst.uid], []).append(inst)
+        # consumers first: dropping a later copy of a value drops the chain that fed it
+        for copies in sorted(groups.values(), key=lambda cs: -model.pos[cs[-1].uid]):
+            keep = copies[0]
+            for later in copies[1:]:
+                if later.uid not in model.pos or keep.uid not in model.pos:
+                    continue
+                if self._share(module, model, keep, later, target):
+                    continue
+                keep = later
+
+    def _share(self, module: HloModule, model: _Model, keep: HloInstruction,
+               later: HloInstruction, target: int) -> bool:
+        """Point the users of clone `later` at the equal, earlier clone `keep` and remove
+        what only fed `later`, if the modelled peak does not rise; True when done."""
+        users = [u for u in later.users if u is not later]
+        if not users or later.is_root:
+            return False
+        if any(u.operands[k] is later for u in users for k, _, _ in in_place_pairs(u)):
+            return False  # an in-place update of the copy would clobber `keep` for its readers
+        own = model.own[keep.uid]
+        end = max(model.pos[u.uid] for u in users)
+        dead = _feeding_only(model, later)
+        curve = model.curve()
+        new = list(curve)
+        for p in range(model.pos[own.end.uid] + 1, end + 1):
+            new[p] += own.size
+        for d in dead:
+            r = model.own.get(d.uid)
+            if r is not None:
+                for p in range(model.pos[r.start.uid], model.pos[r.end.uid] + 1):
+                    new[p] -= r.size
+        if max(new, default=0) > max(target, max(curve, default=0)):
+            return False
+        for u in users:
+            u.replace_operand_with(later, keep)
+        if end > model.pos[own.end.uid]:
+            own.end = model.seq[end]
+        saved = sum(recompute_seconds(d) for d in dead)
+        before = list(model.seq)
+        _remove_dead(module, model, later)
+        _repair_ranges(model, before)
+        self.recomputed_seconds -= saved
+        self.actions.append(f"reused {keep.name} for the uses of {later.name} (dropping "
+                            f"{len(dead)} recomputed instruction(s))")
+        log.debug("%s", self.actions[-1])
+        return True
 
     def _best(self, model: _Model, at: int) -> _Plan | None:
         best: _Plan | None = None
@@ -377,6 +441,7 @@ class Rematerialization:
                                    m.extra)
             entry.add_instruction(clone)
             clones[m.uid] = clone
+            self.origin[clone.uid] = self.origin.get(m.uid, m.uid)
             model.seq.insert(at, clone)
             at += 1
         value, root = plan.value, clones[plan.value.uid]
@@ -414,6 +479,44 @@ class Rematerialization:
         self.actions.append(f"{verb} {value.name} ({r.size} bytes, {value.opcode.text}){chain} "
                             f"as {root.name} before {first.name}")
         log.debug("%s", self.actions[-1])
+
+
+def _repair_ranges(model: _Model, before: list[HloInstruction]) -> None:
+    """After instructions were removed from the schedule (`before`: the old sequence): drop
+    the ranges they defined, and end a range whose last reader went at the instruction
+    before that reader (its other readers all ran earlier)."""
+    survivor: dict[int, HloInstruction] = {}
+    last: HloInstruction | None = None
+    for inst in before:
+        if inst.uid in model.pos:
+            last = inst
+        elif last is not None:
+            survivor[inst.uid] = last
+    keep = []
+    for r in model.ranges:
+        if r.start.uid not in model.pos:
+            continue
+        if r.end.uid not in model.pos:
+            r.end = survivor.get(r.end.uid, r.start)
+        keep.append(r)
+    model.ranges[:] = keep
+
+
+def _feeding_only(model: _Model, clone: HloInstruction) -> list[HloInstruction]:
+    """`clone` and the clones that feed only it (transitively): what goes when `clone`
+    loses its users."""
+    dead = [clone]
+    seen = {clone.uid}
+    i = 0
+    while i < len(dead):
+        for o in dead[i].operands:
+            if o.uid in seen or o.uid not in model.clones:
+                continue
+            if all(u.uid in seen for u in o.users):
+                seen.add(o.uid)
+                dead.append(o)
+        i += 1
+    return dead
 
 
 def _work(members: dict[int, HloInstruction]) -> int:
