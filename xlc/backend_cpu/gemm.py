@@ -333,24 +333,19 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ety = lu.value_type(spec.dtype)
     (sa, am, ak), (sb, bk, bn), (sc, cm, cn) = spec.a_strides, spec.b_strides, spec.c_strides
-    if uses_row_dots(spec):
-        rowdot = emit_rowdot_gemm(llvm_module, f"{name}.rowdot", spec.dtype, spec.m, spec.n,
-                                  spec.k, am, bn, (cm, cn), spec.accumulate)
+    if _one_share(spec):
+        # the row dots or the plain loop nest, with compile-time sizes, in share 0 only
+        if uses_row_dots(spec):
+            one = emit_rowdot_gemm(llvm_module, f"{name}.rowdot", spec.dtype, spec.m, spec.n,
+                                   spec.k, am, bn, (cm, cn), spec.accumulate)
+        else:
+            one = emit_simple_gemm(llvm_module, f"{name}.simple", spec.dtype, spec.m, spec.n,
+                                   spec.k, (am, ak), (bk, bn), (cm, cn), spec.accumulate)
         with b.if_then(b.icmp_signed("==", share, i64(0))):
             with lu.for_range(b, i64(spec.batch), name="bt") as bi:
-                b.call(rowdot, [gep(b, a, b.mul(bi, i64(sa)), ety),
-                                gep(b, bm, b.mul(bi, i64(sb)), ety),
-                                gep(b, c, b.mul(bi, i64(sc)), ety)])
-        b.ret_void()
-        return
-    if use_simple(spec):
-        simple = emit_simple_gemm(llvm_module, f"{name}.simple", spec.dtype, spec.m, spec.n,
-                                  spec.k, (am, ak), (bk, bn), (cm, cn), spec.accumulate)
-        with b.if_then(b.icmp_signed("==", share, i64(0))):
-            with lu.for_range(b, i64(spec.batch), name="bt") as bi:
-                b.call(simple, [gep(b, a, b.mul(bi, i64(sa)), ety),
-                                gep(b, bm, b.mul(bi, i64(sb)), ety),
-                                gep(b, c, b.mul(bi, i64(sc)), ety)])
+                b.call(one, [gep(b, a, b.mul(bi, i64(sa)), ety),
+                             gep(b, bm, b.mul(bi, i64(sb)), ety),
+                             gep(b, c, b.mul(bi, i64(sc)), ety)])
         b.ret_void()
         return
     # the packed path: a call of the process's generic GEMM with this spec's parameters
