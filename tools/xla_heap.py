@@ -56,6 +56,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 SHIM_SOURCE = r"""
 /* xla_heap shim: live and peak bytes of the C heap and of anonymous mmaps. */
 #define _GNU_SOURCE
@@ -248,7 +250,6 @@ void xla_heap_stats(int64_t *out) {
 def build_shim(cache_dir: Path | None = None) -> Path:
     """Compile the shim (once per source text) and return the shared library's path."""
     if cache_dir is None:
-        sys.path.insert(0, str(ROOT))
         from xlc.profiling import cache_directory
         cache_dir = cache_directory() / "xla_heap"
     digest = hashlib.sha256(SHIM_SOURCE.encode()).hexdigest()[:16]
@@ -443,7 +444,6 @@ def add_xlc_and_meta(row: dict[str, Any], case_dir: Path) -> None:
     """Add XLA's reported temp (meta.json) and xlc's temp (as tools/memory_vs_xla.py has it)."""
     meta = json.loads((case_dir / "meta.json").read_text())
     row["xla_temp"] = meta["memory_analysis"]["temp_size_in_bytes"]
-    sys.path.insert(0, str(ROOT))
     from tools.memory_vs_xla import run_case
     try:
         row["xlc_temp"] = run_case(case_dir)["temp"]

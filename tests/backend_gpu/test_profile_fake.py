@@ -23,7 +23,7 @@ from tests.backend_gpu.fake_driver import (
 from tests.backend_gpu.helpers import compile_text, gpu_options, requires_gpu
 from tests.backend_gpu.test_offload_fake import _args as offload_args
 from tests.backend_gpu.test_offload_fake import cheap_copies, compile_over_limit  # noqa: F401
-from tests.backend_gpu.test_runtime_fake import LOOP
+from tests.backend_gpu.test_runtime_fake import LOOP, ROW_SUMS
 from tests.backend_gpu.test_streams import TWO_DOTS
 from tests.passes.test_host_offload import program as offload_program
 from xlc.backend_gpu import compile_gpu, cuda
@@ -34,20 +34,7 @@ from xlc.hlo.cost_analysis import H100, instruction_cost
 from xlc.hlo.parser import parse_module
 from xlc.profiling import DEVICE_PID_BASE, Profile, RawEvent, device_limits, report
 
-SMALL = """
-HloModule small
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
-  x = f32[6,40] parameter(0)
-  t = f32[6,40] tanh(x)
-  zero = f32[] constant(0)
-  ROOT s = f32[6] reduce(t, zero), dimensions={1}, to_apply=add
-}
-"""
+SMALL = ROW_SUMS
 
 RNG = np.random.default_rng(19)
 

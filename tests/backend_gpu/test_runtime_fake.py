@@ -93,11 +93,8 @@ def test_uncounted_while_reads_the_predicate_back(fake: list[FakeDriver],
     assert drv.calls.count("d2h") == 4 + 1
 
 
-def test_graph_mode_captures_once_and_replays(fake: list[FakeDriver],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    text = LOOP.split("ENTRY")[0].split("add {")[0] + "add {" + LOOP.split("add {")[1]
-    text = """
-HloModule g
+ROW_SUMS = """
+HloModule small
 add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
@@ -110,6 +107,12 @@ ENTRY e {
   ROOT s = f32[6] reduce(t, zero), dimensions={1}, to_apply=add
 }
 """
+"""Two kernels (a tanh and a row reduction) on a small array."""
+
+
+def test_graph_mode_captures_once_and_replays(fake: list[FakeDriver],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ROW_SUMS
     exe = compile_text(text)
     drv = use(fake, exe, monkeypatch)
     x = RNG.standard_normal((6, 40)).astype(np.float32)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from xlc.backend_cpu.gemm_kernels import gep, i64, new_function
+from xlc.backend_cpu.gemm_kernels import alloca, gep, i64, new_function
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.shape import PrimitiveType
 
@@ -114,24 +114,15 @@ def emit_rowdot_gemm(module: ir.Module, name: str, pt: PrimitiveType, m: int, n:
                     for r in range(rows) for c in range(cols)]
 
         accs: list[ir.Value] = [ir.Constant(vty, None)] * (rows * cols)
-        if full:
-            pre = b.block
-            body = b.append_basic_block("rd.k")
-            done = b.append_basic_block("rd.k.done")
-            b.branch(body)
-            b.position_at_end(body)
-            kv = b.phi(lu.I64, name="rd.kk")
-            phis = [b.phi(vty) for _ in accs]
-            new = step(phis, kv, False)
-            knext = b.add(kv, i64(lanes))
-            kv.add_incoming(i64(0), pre)
-            kv.add_incoming(knext, body)
-            for ph, init, upd in zip(phis, accs, new):
-                ph.add_incoming(init, pre)
-                ph.add_incoming(upd, body)
-            b.cbranch(b.icmp_signed("<", knext, i64(full * lanes)), body, done)
-            b.position_at_end(done)
-            accs = new
+        if full:  # accumulators in stack slots, promoted to registers by LLVM's mem2reg
+            slots = [alloca(b, vty, 64) for _ in accs]
+            for slot, acc in zip(slots, accs):
+                b.store(acc, slot)
+            with lu.for_range(b, i64(full * lanes), step=lanes, name="rd.k") as kk:
+                new = step([b.load(slot, typ=vty) for slot in slots], kk, False)
+                for slot, acc in zip(slots, new):
+                    b.store(acc, slot)
+            accs = [b.load(slot, typ=vty) for slot in slots]
         if tail:
             accs = step(accs, i64(full * lanes), True)
         for vec, owners in reduce_lanes(b, accs, lanes):
