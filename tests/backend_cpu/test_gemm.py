@@ -167,7 +167,12 @@ def test_scratch_bytes_scales_with_threads() -> None:
     # split m: a share covers at most ceil(37 panels / shares) of 14 rows
     shares = G.gemm_shares(spec, 2)
     rows = min(bl.mc, -(-37 // shares) * 14)
-    assert two == 64 + G.packed_b_bytes(spec) + 2 * ((rows * bl.kc * 4 + 64 + 63) // 64 * 64)
+    # B packed once one k block of KC = 256 rows at a time (two blocks, the second accumulating)
+    blocks = G.k_blocks(spec)
+    assert [(off, s.k, s.accumulate) for off, s in blocks] == [(0, 256, False), (256, 256, True)]
+    first = blocks[0][1]
+    assert two == 64 + G.packed_b_bytes(first) + 2 * ((rows * bl.kc * 4 + 64 + 63) // 64 * 64)
+    assert G.packed_b_bytes(first) == 256 * 512 * 4 + 64
     assert G.packed_b_bytes(spec) == 512 * 512 * 4 + 64
     batched = GemmSpec(512, 512, 512, 2, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     assert not G.packs_b_once(batched, 8)
@@ -389,14 +394,15 @@ def test_two_gemms_in_one_module() -> None:
 
 
 @pytest.mark.parametrize("m,n,k,batch", [(300, 90, 70, None), (40, 700, 60, None),
-                                         (120, 100, 80, 3), (1900, 4100, 300, None)])
+                                         (120, 100, 80, 3), (1900, 4100, 250, None)])
 def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k: int,
                                                                batch: int | None) -> None:
     """A threaded GEMM is split into several shares per thread (a preempted thread then holds
     a small part of it), each packing into the scratch of the slot running it: the shares,
     run in any order in any slot, give numpy's product; through the pool too.
     Where the shares split m of one batch, B is packed once by a pack phase first (1900 x
-    4100 x 300: two column blocks of NC, two k blocks, a short last panel)."""
+    4100 x 250: two column blocks of NC, one k block - with several, the entry packs and runs
+    them block by block, `test_b_packed_once_per_k_block`; a short last panel)."""
     import ctypes
 
     a, b = _operands(m, n, k, batch, np.float32)
@@ -405,6 +411,7 @@ def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k
     assert g.nshares > 2 and g.nshares == G.gemm_shares(spec, 2)
     _check(g(a, b), a, b)
     proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 3)
+    assert len(G.k_blocks(spec)) == 1
     kernels = [proto(g.pack_address)] if G.packs_b_once(spec, g.nshares) else []
     kernels.append(proto(g.kernel_address))
     c = np.full(((batch or 1), m, n), np.nan, np.float32)
@@ -471,3 +478,34 @@ def test_gemm_with_more_shares_than_threads_on_one_cpu() -> None:
     assert proc.returncode == 0, proc.stderr
     ratio = float(proc.stdout.split()[-1])
     assert ratio < 3.0, f"two threads on one CPU cost {ratio:.1f}x one thread"
+
+
+@pytest.mark.parametrize("m,n,k,dtype,accumulate", [
+    (600, 64, 700, np.float32, False),   # blocks of 234, 234 and 232 rows of B
+    (600, 64, 700, np.float64, True),    # accumulating into C from the first block on
+    (1024, 1024, 1024, np.float32, False),  # four blocks of 256: 1 MiB of packed B, not 4
+])
+def test_b_packed_once_per_k_block(m: int, n: int, k: int, dtype: type,
+                                   accumulate: bool) -> None:
+    """A product whose shares split m packs B once per KC block of k (a pack phase, then the
+    shares, per block): the scratch holds one block of packed B, the product is numpy's and
+    bit for bit the one-thread product (the same sums in the same order)."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    spec = GemmSpec.for_arrays(a, b, accumulate=accumulate)
+    blocks = G.k_blocks(spec)
+    assert len(blocks) > 1 and [off for off, _ in blocks] == list(range(0, k, blocks[0][1].k))
+    assert all(s.accumulate == (accumulate or off > 0) for off, s in blocks)
+    assert G.packs_b_once(spec, G.gemm_shares(spec, 2))
+    a_slot = G._thread_bytes(spec, G.blocking(spec), G.gemm_shares(spec, 2))[0]
+    # one block of B packed (not all of it) and an A block per slot
+    assert scratch_bytes(spec, 2) == 64 + G.packed_b_bytes(blocks[0][1]) + 2 * a_slot
+    assert G.packed_b_bytes(blocks[0][1]) < G.packed_b_bytes(spec)
+    c0 = rng.standard_normal((m, n)).astype(dtype)
+    two = compile_gemm(spec, nthreads=2)(a, b, c0.copy() if accumulate else None)
+    one = compile_gemm(spec, nthreads=1)(a, b, c0.copy() if accumulate else None)
+    np.testing.assert_array_equal(two, one)
+    tol = 1e-4 if dtype is np.float32 else 1e-12
+    np.testing.assert_allclose(two, a.astype(np.float64) @ b + (c0 if accumulate else 0),
+                               rtol=tol, atol=tol * 100)

@@ -18,7 +18,12 @@ the thread pool (`emit_gemm_entry`), the slot is the thread's: a GEMM has
 a loaded machine a preempted thread then holds a small part of the product, not half of it).
 Where the shares split m of one batch, each would pack all of B again: there B is packed once
 (`packs_b_once`), by the shares of a pack phase `name.pack` (same signature) that must finish
-before the shares of `name` start.
+before the shares of `name` start. When k spans several KC blocks, the entry does this one k
+block at a time (`k_blocks`: functions `name.k<i>` and their pack phases, the later blocks
+accumulating into C), so the scratch holds one packed KC x n block of B, not all of B;
+`scratch_bytes` is sized for that, so such a product runs in several shares only through
+`emit_gemm_entry` (calling `name` and `name.pack` directly in several shares needs
+`packed_b_bytes(spec)` for B instead).
 
 Algorithm (BLIS's loop structure): the work is split into shares along the flattened
 (batch, n-panels) or (batch, m-panels) space, whichever has more panels. Each share loops
@@ -46,7 +51,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from llvmlite import ir
@@ -68,7 +73,7 @@ from xlc.hlo.shape import PrimitiveType
 __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
            "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once", "reads_in_place",
            "packed_b_bytes", "use_simple", "uses_row_dots", "packs_nothing", "blocking",
-           "simple_loop_order"]
+           "simple_loop_order", "k_blocks"]
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -272,6 +277,20 @@ def _may_pack_b_once(spec: GemmSpec) -> bool:
             and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
 
 
+def k_blocks(spec: GemmSpec) -> list[tuple[int, GemmSpec]]:
+    """(k offset, spec) of the steps a call that packs B once (`packs_b_once`) takes: one per
+    KC block of k (`blocking(spec).kc` rows of B; the later ones accumulate into C), each a
+    pack phase and then the shares, so that the scratch holds one packed KC x n block of B
+    instead of all of B (a 1024^3 f32 product: 1 MiB instead of 4 MiB). The same sums in the
+    same order as one call doing its k blocks itself. [(0, spec)] when k fits one block."""
+    kc = blocking(spec).kc
+    if not _may_pack_b_once(spec) or spec.k <= kc:
+        return [(0, spec)]
+    out = [(off, replace(spec, k=min(kc, spec.k - off), accumulate=spec.accumulate or off > 0))
+           for off in range(0, spec.k, kc)]
+    return out if all(_may_pack_b_once(s) for _, s in out) else [(0, spec)]
+
+
 def packs_b_once(spec: GemmSpec, nshares: int) -> bool:
     """True when a call in `nshares` shares packs B once, in a parallel pack phase before the
     shares, instead of once per share (`gemm_lib`): for one batch split along m into several
@@ -289,8 +308,9 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     nshares = gemm_shares(spec, nthreads)
     a_b, b_b = _thread_bytes(spec, blocking(spec), nshares)
     if packs_b_once(spec, nshares):
-        # every share reads B packed once: a slot holds only its A block
-        return 64 + packed_b_bytes(spec) + max(1, nthreads) * a_b
+        # every share reads one k block of B packed once: a slot holds only its A block
+        first = k_blocks(spec)[0][1]
+        return 64 + packed_b_bytes(first) + max(1, nthreads) * a_b
     return 64 + max(1, nthreads) * (a_b + b_b)
 
 
@@ -358,6 +378,12 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     b.call(declare_gemm(llvm_module, spec.dtype, pack=True),
            [*pack.args[:7], _params(b, spec, pack.args[5])])
     b.ret_void()
+    # the k blocks' own functions, `name.k<i>` (and `.pack`), i = the block's distinct spec
+    blocks = k_blocks(spec)
+    for i, sub in enumerate(dict.fromkeys(s for _, s in blocks) if len(blocks) > 1 else ()):
+        emit_gemm(llvm_module, f"{name}.k{i}", sub)
+        for f in (f"{name}.k{i}", f"{name}.k{i}.pack"):
+            llvm_module.globals[f].linkage = "internal"
 
 
 def _params(b: ir.IRBuilder, spec: GemmSpec, nshares: ir.Value) -> ir.Value:
@@ -385,21 +411,40 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
     `emit_gemm`'s function `kernel` for `spec` in nshares shares on up to nthreads threads of
     the pool (`nshares = gemm_shares(spec, nthreads)`, scratch of `scratch_bytes(spec,
     nthreads)` bytes): when B is packed once (`packs_b_once`), a first pool call runs the
-    pack phase (`kernel.pack`), a second the shares. Returns the new function."""
-    compute = emit_slotted_entry(llvm_module, f"{name}.compute", llvm_module.globals[kernel],
-                                 4)
-    compute.linkage = "internal"
+    pack phase (`kernel.pack`), a second the shares - once per k block (`k_blocks`), on A and
+    B offset to the block, when k spans several. Returns the new function."""
+    def slotted(suffix: str, fn_name: str) -> ir.Function:
+        entry = emit_slotted_entry(llvm_module, f"{name}.{suffix}", llvm_module.globals[fn_name],
+                                   4)
+        entry.linkage = "internal"
+        return entry
+
+    compute = slotted("compute", kernel)
     fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 2),
                      name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     args = list(fn.args)
-    if _may_pack_b_once(spec):
-        pack = emit_slotted_entry(llvm_module, f"{name}.pack",
-                                  llvm_module.globals[f"{kernel}.pack"], 4)
-        pack.linkage = "internal"
-        with b.if_then(b.icmp_signed(">", args[4], i64(1))):
-            b.call(pack, args)
-    b.call(compute, args)
+    if not _may_pack_b_once(spec):
+        b.call(compute, args)
+        b.ret_void()
+        return fn
+    blocks = k_blocks(spec)
+    subs = {s: i for i, s in enumerate(dict.fromkeys(s for _, s in blocks))}
+    steps = [(0, kernel)] if len(blocks) == 1 else \
+        [(off, f"{kernel}.k{subs[s]}") for off, s in blocks]
+    entries = {k: (slotted(f"pack{i}", f"{k}.pack"),
+                   compute if k == kernel else slotted(f"compute{i}", k))
+               for i, k in enumerate(dict.fromkeys(k for _, k in steps))}
+    ety = lu.value_type(spec.dtype)
+    with b.if_else(b.icmp_signed(">", args[4], i64(1))) as (once, per_share):
+        with once:
+            for off, k in steps:
+                a_off = gep(b, args[0], off * spec.a_strides[2], ety)
+                b_off = gep(b, args[1], off * spec.b_strides[1], ety)
+                for entry in entries[k]:
+                    b.call(entry, [a_off, b_off, *args[2:]])
+        with per_share:  # one share (packs its own B) runs the whole product
+            b.call(compute, args)
     b.ret_void()
     return fn
 

@@ -57,11 +57,11 @@ from xlc.hlo.shape import PrimitiveType
 log = logging.getLogger("xlc.backend_cpu")
 
 PARAMS = 15
+"""Number of i64 values of the parameter block (see the module docstring)."""
 ONCE = 1
 """The packing mode (the last parameter) of a call that reads B packed once."""
 IN_PLACE = 2
 """The packing mode of a call that packs nothing (`gemm.reads_in_place`)."""
-"""Number of i64 values of the parameter block (see the module docstring)."""
 SYMBOLS = {PrimitiveType.F32: "xlc_gemm_f32", PrimitiveType.F64: "xlc_gemm_f64"}
 SHARES_SUFFIX = "_shares"
 PACK_SUFFIX = "_pack_b"
