@@ -15,7 +15,12 @@ import pytest
 if shutil.which("cc") is None:
     pytest.skip("no C compiler (`cc`)", allow_module_level=True)
 
+from tests.backend_cpu.test_gemm_rowdot import GEMM_WORKSPACE_ABOVE_XLA  # noqa: E402
+from tests.conftest import CORPUS, requires_corpus  # noqa: E402
 from tools.xla_heap import build_shim, measure_cases  # noqa: E402
+from xlc.api import optimize_module  # noqa: E402
+from xlc.hlo.parser import parse_module  # noqa: E402
+from xlc.options import CompileOptions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,3 +142,20 @@ def test_xla_calls_add_and_mlp(shim: Path, tmp_path: Path) -> None:
     assert mlp["outputs"] == 64 * 64 * 4
     assert mlp["compiled_temp"] == 64 * 256 * 4
     assert mlp["heap_temp"] >= mlp["compiled_temp"]
+
+
+@requires_corpus
+def test_big_gemm_cases_take_at_most_xlas_measured_heap(shim: Path) -> None:
+    """The corpus cases above XLA's reported temp only by their GEMM workspace (which XLA's
+    GEMM library mallocs outside its reported temp) take at most the temp XLA really holds
+    during a call, both on two threads."""
+    pytest.importorskip("jax")
+    names = sorted(GEMM_WORKSPACE_ABOVE_XLA)
+    rows = measure_cases([CORPUS / "cases" / n for n in names], repeats=3, threads=2,
+                         shim=shim)
+    for name, row in zip(names, rows):
+        assert "error" not in row, row
+        module = parse_module((CORPUS / "cases" / name / "module.hlo").read_text())
+        temp = optimize_module(module, "cpu", CompileOptions(backend="cpu", threads=2)
+                               ).assignment.stats()["temp_bytes"]
+        assert temp <= row["heap_temp"], (name, temp, row["heap_temp"])

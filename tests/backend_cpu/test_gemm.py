@@ -166,13 +166,16 @@ def test_scratch_bytes_scales_with_threads() -> None:
     assert one == 64 + a_block + b_block
     # split m: a share covers at most ceil(37 panels / shares) of 14 rows
     shares = G.gemm_shares(spec, 2)
-    rows = min(bl.mc, -(-37 // shares) * 14)
-    # B packed once one k block of KC = 256 rows at a time (two blocks, the second accumulating)
-    blocks = G.k_blocks(spec)
-    assert [(off, s.k, s.accumulate) for off, s in blocks] == [(0, 256, False), (256, 256, True)]
-    first = blocks[0][1]
+    rows = min(bl.mc, G.ONCE_MC_PANELS * 14, -(-37 // shares) * 14)
+    # B packed once one block of KC = 256 rows by 256 columns (256 KiB) at a time: column
+    # blocks outer, k blocks inner (the second k block of each accumulating)
+    blocks = G.b_blocks(spec)
+    assert [(ko, no, s.k, s.n, s.accumulate) for ko, no, s in blocks] == [
+        (0, 0, 256, 256, False), (256, 0, 256, 256, True),
+        (0, 256, 256, 256, False), (256, 256, 256, 256, True)]
+    first = blocks[0][2]
     assert two == 64 + G.packed_b_bytes(first) + 2 * ((rows * bl.kc * 4 + 64 + 63) // 64 * 64)
-    assert G.packed_b_bytes(first) == 256 * 512 * 4 + 64
+    assert G.packed_b_bytes(first) == G.PACKED_BLOCK_BYTES + 64
     assert G.packed_b_bytes(spec) == 512 * 512 * 4 + 64
     batched = GemmSpec(512, 512, 512, 2, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     assert not G.packs_b_once(batched, 8)
@@ -401,8 +404,9 @@ def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k
     a small part of it), each packing into the scratch of the slot running it: the shares,
     run in any order in any slot, give numpy's product; through the pool too.
     Where the shares split m of one batch, B is packed once by a pack phase first (1900 x
-    4100 x 250: two column blocks of NC, one k block - with several, the entry packs and runs
-    them block by block, `test_b_packed_once_per_k_block`; a short last panel)."""
+    4100 x 250: two column blocks of NC, one k block; the entry packs and runs them block by
+    block, `test_b_packed_once_per_block`, called by hand the pack phase packs all of B into
+    a scratch of `packed_b_bytes`; a short last panel)."""
     import ctypes
 
     a, b = _operands(m, n, k, batch, np.float32)
@@ -411,15 +415,18 @@ def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k
     assert g.nshares > 2 and g.nshares == G.gemm_shares(spec, 2)
     _check(g(a, b), a, b)
     proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 3)
-    assert len(G.k_blocks(spec)) == 1
-    kernels = [proto(g.pack_address)] if G.packs_b_once(spec, g.nshares) else []
+    once = G.packs_b_once(spec, g.nshares)
+    kernels = [proto(g.pack_address)] if once else []
     kernels.append(proto(g.kernel_address))
+    a_slot = G._thread_bytes(spec, G.blocking(spec), g.nshares)[0]
+    scratch = np.empty(64 + G.packed_b_bytes(spec) + 2 * a_slot if once
+                       else scratch_bytes(spec, 2), np.uint8)
     c = np.full(((batch or 1), m, n), np.nan, np.float32)
     for kernel in kernels:  # the pack phase (if any), then the shares
         order = RNG.permutation(g.nshares)
         for i, share in enumerate(order):  # shares in a random order, the slots alternating
-            kernel(a.ctypes.data, b.ctypes.data, c.ctypes.data, g._scratch_ptr, int(share),
-                   g.nshares, i % 2)
+            kernel(a.ctypes.data, b.ctypes.data, c.ctypes.data, scratch.ctypes.data,
+                   int(share), g.nshares, i % 2)
     _check(c if batch else c[0], a, b)
 
 
@@ -480,28 +487,59 @@ def test_gemm_with_more_shares_than_threads_on_one_cpu() -> None:
     assert ratio < 3.0, f"two threads on one CPU cost {ratio:.1f}x one thread"
 
 
+@pytest.mark.parametrize("m,n,k,split_m", [
+    (224, 1024, 256, True),    # 16 row panels, 32 column panels: split m, B packed once
+    (210, 1024, 256, False),   # 15 row panels: split n, every share packs its own B block
+    (224, 8448, 256, False),   # B packed would take 8.6 MB > PACK_ONCE_BYTES: split n
+])
+def test_one_batch_of_many_rows_splits_m(m: int, n: int, k: int, split_m: bool) -> None:
+    """One batch of at least SPLIT_M_PANELS row panels whose B packs within PACK_ONCE_BYTES is
+    split along m even where n has more panels (B packed once, each share packing only its
+    own rows of A); the library takes the same decision at run time, so the product is
+    numpy's and bit for bit the one-thread product."""
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    spec = GemmSpec.for_arrays(a, b)
+    assert G._split_m(spec, G.blocking(spec)) == split_m
+    assert G.packs_b_once(spec, G.gemm_shares(spec, 2)) == split_m
+    two = compile_gemm(spec, nthreads=2)(a, b)
+    np.testing.assert_array_equal(two, compile_gemm(spec, nthreads=1)(a, b))
+    np.testing.assert_allclose(two, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("m,n,k,dtype,accumulate", [
     (600, 64, 700, np.float32, False),   # blocks of 234, 234 and 232 rows of B
     (600, 64, 700, np.float64, True),    # accumulating into C from the first block on
-    (1024, 1024, 1024, np.float32, False),  # four blocks of 256: 1 MiB of packed B, not 4
+    (1024, 1024, 1024, np.float32, False),  # 4 x 4 blocks of 256 x 256: 256 KiB, not 4 MiB
+    (300, 600, 300, np.float32, True),   # column blocks of 224, 224 and 152, two k blocks
+    (256, 1024, 1024, np.float32, False),  # more n panels than m, split m (SPLIT_M_PANELS)
 ])
-def test_b_packed_once_per_k_block(m: int, n: int, k: int, dtype: type,
-                                   accumulate: bool) -> None:
-    """A product whose shares split m packs B once per KC block of k (a pack phase, then the
-    shares, per block): the scratch holds one block of packed B, the product is numpy's and
-    bit for bit the one-thread product (the same sums in the same order)."""
+def test_b_packed_once_per_block(m: int, n: int, k: int, dtype: type,
+                                 accumulate: bool) -> None:
+    """A product whose shares split m packs B once per block of KC rows and at most
+    PACKED_BLOCK_BYTES (a pack phase, then the shares, per block): the scratch holds one
+    block of packed B, the product is numpy's and bit for bit the one-thread product (the
+    same sums in the same order)."""
     rng = np.random.default_rng(k)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
     spec = GemmSpec.for_arrays(a, b, accumulate=accumulate)
-    blocks = G.k_blocks(spec)
-    assert len(blocks) > 1 and [off for off, _ in blocks] == list(range(0, k, blocks[0][1].k))
-    assert all(s.accumulate == (accumulate or off > 0) for off, s in blocks)
+    blocks = G.b_blocks(spec)
+    bl = G.blocking(spec)
+    kc, nb = blocks[0][2].k, blocks[0][2].n
+    assert len(blocks) > 1 and (nb % bl.nr == 0 or nb == n)
+    # column blocks outer, k blocks inner, covering B exactly once
+    assert [(ko, no) for ko, no, _ in blocks] == [(ko, no) for no in range(0, n, nb)
+                                                  for ko in range(0, k, kc)]
+    assert all(s.k == min(kc, k - ko) and s.n == min(nb, n - no) for ko, no, s in blocks)
+    assert all(s.accumulate == (accumulate or ko > 0) for ko, _, s in blocks)
+    assert all(G.packed_b_bytes(s) <= G.PACKED_BLOCK_BYTES + 64 for _, _, s in blocks)
     assert G.packs_b_once(spec, G.gemm_shares(spec, 2))
-    a_slot = G._thread_bytes(spec, G.blocking(spec), G.gemm_shares(spec, 2))[0]
+    a_slot = G._thread_bytes(spec, bl, G.gemm_shares(spec, 2))[0]
     # one block of B packed (not all of it) and an A block per slot
-    assert scratch_bytes(spec, 2) == 64 + G.packed_b_bytes(blocks[0][1]) + 2 * a_slot
-    assert G.packed_b_bytes(blocks[0][1]) < G.packed_b_bytes(spec)
+    assert scratch_bytes(spec, 2) == 64 + G.packed_b_bytes(blocks[0][2]) + 2 * a_slot
+    assert G.packed_b_bytes(blocks[0][2]) < G.packed_b_bytes(spec)
     c0 = rng.standard_normal((m, n)).astype(dtype)
     two = compile_gemm(spec, nthreads=2)(a, b, c0.copy() if accumulate else None)
     one = compile_gemm(spec, nthreads=1)(a, b, c0.copy() if accumulate else None)

@@ -116,10 +116,11 @@ def test_row_dot_programs_need_no_workspace_and_match_the_evaluator(text: str) -
 
 
 GEMM_WORKSPACE_ABOVE_XLA = {
-    "bench_matmul": "1024^3 f32: one k block of B packed once plus two A blocks, 1.34 MB of "
-                    "workspace; XLA's GEMM library (YNNPACK) mallocs its packing buffers, "
-                    "0.54 MB measured (tools/xla_heap.py), outside the reported temp",
-    "bench_mlp": "256x1024x1024 f32 dots: 0.8 MB of packing workspace on top of XLA's 1 MiB "
+    "bench_matmul": "1024^3 f32: one 256 x 256 block of B packed once plus two 56-row A "
+                    "blocks, 0.38 MB of workspace; XLA's GEMM library (YNNPACK) mallocs its "
+                    "packing buffers, 0.54 MB measured (tools/xla_heap.py), outside the "
+                    "reported temp",
+    "bench_mlp": "256x1024x1024 f32 dots: 0.35 MB of packing workspace on top of XLA's 1 MiB "
                  "intermediate (same reason; XLA's measured heap: 1.59 MB)",
 }
 """Corpus cases whose CPU temp is above XLA's reported temp only by the packed GEMM's

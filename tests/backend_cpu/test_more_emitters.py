@@ -233,8 +233,8 @@ ENTRY e {
     ba = exe.assignment
     t_slice, d_slice = (ba.slice_of(exe.module.entry.instruction(n)) for n in ("t", "d"))
     assert t_slice.index == d_slice.index  # both in the temp block
-    # both dots run on the library GEMM: one call per GEMM function (with one more per k block
-    # where B is packed once block by block, `gemm.k_blocks`)
+    # both dots run on the library GEMM: one call per GEMM function (with one more per block
+    # of B where B is packed once block by block, `gemm.b_blocks`)
     kernels = re.findall(r'define [^@]*@"[^"]*\.gemm\.([df])\.gemm(?:\.k\d+)?"', exe.llvm_ir)
     assert sorted(set(kernels)) == ["d", "f"]
     assert exe.llvm_ir.count("call void @\"xlc_gemm_f32_shares\"") == len(kernels)

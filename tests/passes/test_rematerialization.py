@@ -229,9 +229,11 @@ def _mlp(layers: int = 12, width: int = 64, batch: int = 512) -> tuple:
 
 
 def test_training_step_fits_half_its_peak_on_the_cpu() -> None:
-    """An MLP's training step (xlc.grad, donated parameters) under 50 % of its peak: fits,
-    recomputes forward activations (GEMMs included), same results bit for bit."""
-    step, params, x, y = _mlp()
+    """A 16-layer MLP's training step (xlc.grad, donated parameters) under 50 % of its peak:
+    fits, recomputes forward activations (GEMMs included), same results bit for bit. (With
+    12 layers of width 64, parameters, gradients and the last activations already take
+    about 51 % of the peak: 1.13 of 2.23 MB.)"""
+    step, params, x, y = _mlp(layers=16)
     free = xlc.jit(step, donate_argnums=0).lower(params, x, y).compile()
     peak = free.memory_stats()["peak_bytes"]
     limited = xlc.jit(step, donate_argnums=0, memory_limit=peak // 2).lower(

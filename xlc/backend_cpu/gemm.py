@@ -18,9 +18,10 @@ the thread pool (`emit_gemm_entry`), the slot is the thread's: a GEMM has
 a loaded machine a preempted thread then holds a small part of the product, not half of it).
 Where the shares split m of one batch, each would pack all of B again: there B is packed once
 (`packs_b_once`), by the shares of a pack phase `name.pack` (same signature) that must finish
-before the shares of `name` start. When k spans several KC blocks, the entry does this one k
-block at a time (`k_blocks`: functions `name.k<i>` and their pack phases, the later blocks
-accumulating into C), so the scratch holds one packed KC x n block of B, not all of B;
+before the shares of `name` start. When B spans several blocks (KC rows by up to
+PACKED_BLOCK_BYTES of columns), the entry does this one block at a time (`b_blocks`: functions
+`name.k<i>` and their pack phases, the later k blocks accumulating into C), so the scratch
+holds one packed block of B, not all of B;
 `scratch_bytes` is sized for that, so such a product runs in several shares only through
 `emit_gemm_entry` (calling `name` and `name.pack` directly in several shares needs
 `packed_b_bytes(spec)` for B instead).
@@ -58,7 +59,14 @@ from llvmlite import ir
 
 from xlc.backend_cpu import jit
 from xlc.backend_cpu.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
-from xlc.backend_cpu.gemm_lib import IN_PLACE, PARAMS, declare_gemm
+from xlc.backend_cpu.gemm_lib import (
+    IN_PLACE,
+    ONCE_MC_PANELS,
+    PACK_ONCE_BYTES,
+    PARAMS,
+    SPLIT_M_PANELS,
+    declare_gemm,
+)
 from xlc.backend_cpu.gemm_rowdot import emit_rowdot_gemm
 from xlc.backend_cpu.parallel import (
     PARALLEL_FLOPS,
@@ -73,7 +81,7 @@ from xlc.hlo.shape import PrimitiveType
 __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
            "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once", "reads_in_place",
            "packed_b_bytes", "use_simple", "uses_row_dots", "packs_nothing", "blocking",
-           "simple_loop_order", "k_blocks"]
+           "simple_loop_order", "b_blocks"]
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -187,6 +195,8 @@ def _thread_bytes(spec: GemmSpec, bl: Blocking, nshares: int) -> tuple[int, int]
     block at most that many NR-column panels (split n)."""
     esz = spec.dtype.byte_size
     rows, cols = bl.mc, bl.nc
+    if packs_b_once(spec, nshares):  # A blocks of at most ONCE_MC_PANELS panels
+        rows = min(rows, ONCE_MC_PANELS * bl.mr)
     if nshares > 1:
         split_m = _split_m(spec, bl)
         panels = -(-spec.m // bl.mr) if split_m else -(-spec.n // bl.nr)
@@ -258,11 +268,6 @@ def packs_nothing(spec: GemmSpec) -> bool:
     return _one_share(spec) or reads_in_place(spec)
 
 
-PACK_ONCE_BYTES = 8 << 20
-"""B is packed once per call (not by every share) only when packed it takes at most this
-many bytes of scratch (a bigger product has shares big enough to pack their B panels)."""
-
-
 def packed_b_bytes(spec: GemmSpec) -> int:
     """Bytes of all of B packed once (k x n rounded up to NR columns, + 64 bytes of slack)."""
     bl = blocking(spec)
@@ -270,25 +275,51 @@ def packed_b_bytes(spec: GemmSpec) -> int:
 
 
 def _may_pack_b_once(spec: GemmSpec) -> bool:
-    """The shares of `spec` split m of a single batch (each needs all of B), and B packed is
-    small enough to be packed once for them all (see `packs_b_once`)."""
+    """The shares of `spec` split m of a single batch (each needs all of B), and B is at most
+    PACK_ONCE_BYTES packed, so it is packed once for them all, block by block (see
+    `packs_b_once`, `b_blocks`)."""
     return (not packs_nothing(spec) and spec.batch == 1
             and _split_m(spec, blocking(spec))
             and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
 
 
-def k_blocks(spec: GemmSpec) -> list[tuple[int, GemmSpec]]:
-    """(k offset, spec) of the steps a call that packs B once (`packs_b_once`) takes: one per
-    KC block of k (`blocking(spec).kc` rows of B; the later ones accumulate into C), each a
-    pack phase and then the shares, so that the scratch holds one packed KC x n block of B
-    instead of all of B (a 1024^3 f32 product: 1 MiB instead of 4 MiB). The same sums in the
-    same order as one call doing its k blocks itself. [(0, spec)] when k fits one block."""
-    kc = blocking(spec).kc
-    if not _may_pack_b_once(spec) or spec.k <= kc:
-        return [(0, spec)]
-    out = [(off, replace(spec, k=min(kc, spec.k - off), accumulate=spec.accumulate or off > 0))
-           for off in range(0, spec.k, kc)]
-    return out if all(_may_pack_b_once(s) for _, s in out) else [(0, spec)]
+PACKED_BLOCK_BYTES = 256 << 10
+"""Where B is packed once, the entry packs it one block of at most about this many bytes at a
+time (`b_blocks`: KC rows of k by as many NR-column panels as fit), so that the scratch holds
+that block, not all of B. A quarter of the 1 MiB L2: the block stays there while every share
+streams it past its own A rows. Each further column block costs one more packing pass over
+A (a 1024^3 f32 product: 4 column blocks of 256; see the docs/memory.md figures)."""
+
+
+def _equal_blocks(size: int, most: int, unit: int) -> list[tuple[int, int]]:
+    """(offset, length) of the fewest blocks of at most `most` (a multiple of `unit`, at
+    least `unit`) covering `size`, all of one length rounded up to `unit` but the last."""
+    most = max(unit, most // unit * unit)
+    count = max(1, -(-size // most))
+    per = -(-size // count)
+    step = min(most, -(-per // unit) * unit)
+    return [(off, min(step, size - off)) for off in range(0, size, step)]
+
+
+def b_blocks(spec: GemmSpec) -> list[tuple[int, int, GemmSpec]]:
+    """(k offset, n offset, spec) of the steps a call that packs B once (`packs_b_once`)
+    takes: one per block of B, KC rows of k (`blocking(spec).kc`) by the NR-column panels
+    that fit PACKED_BLOCK_BYTES, column blocks outer and k blocks inner (the later k blocks
+    accumulate into C), each a pack phase and then the shares, so that the scratch holds one
+    packed block of B instead of all of B (a 1024^3 f32 product: 256 KiB instead of 4 MiB).
+    Every element of C gets the same sums in the same order as in one call doing its k
+    blocks itself. [(0, 0, spec)] when B fits one block."""
+    if not _may_pack_b_once(spec):
+        return [(0, 0, spec)]
+    bl = blocking(spec)
+    esz = spec.dtype.byte_size
+    ks = [(off, min(bl.kc, spec.k - off)) for off in range(0, spec.k, bl.kc)]
+    ns = _equal_blocks(spec.n, PACKED_BLOCK_BYTES // (bl.kc * esz), bl.nr)
+    if len(ks) == 1 and len(ns) == 1:
+        return [(0, 0, spec)]
+    out = [(koff, noff, replace(spec, k=kl, n=nl, accumulate=spec.accumulate or koff > 0))
+           for noff, nl in ns for koff, kl in ks]
+    return out if all(_may_pack_b_once(s) for _, _, s in out) else [(0, 0, spec)]
 
 
 def packs_b_once(spec: GemmSpec, nshares: int) -> bool:
@@ -308,8 +339,8 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     nshares = gemm_shares(spec, nthreads)
     a_b, b_b = _thread_bytes(spec, blocking(spec), nshares)
     if packs_b_once(spec, nshares):
-        # every share reads one k block of B packed once: a slot holds only its A block
-        first = k_blocks(spec)[0][1]
+        # every share reads one block of B packed once: a slot holds only its A block
+        first = b_blocks(spec)[0][2]
         return 64 + packed_b_bytes(first) + max(1, nthreads) * a_b
     return 64 + max(1, nthreads) * (a_b + b_b)
 
@@ -336,8 +367,13 @@ def gemm_shares(spec: GemmSpec, nthreads: int) -> int:
 
 
 def _split_m(spec: GemmSpec, bl: Blocking) -> bool:
-    """Partition threads along m (else along n): whichever dimension has more panels."""
-    return -(-spec.m // bl.mr) > -(-spec.n // bl.nr)
+    """Partition threads along m (else along n): whichever dimension has more panels, and m
+    for one batch of at least SPLIT_M_PANELS row panels whose B can be packed once (the
+    twin of the rule in `gemm_lib`)."""
+    m_panels = -(-spec.m // bl.mr)
+    return m_panels > -(-spec.n // bl.nr) or (
+        spec.batch == 1 and m_panels >= SPLIT_M_PANELS
+        and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
 
 
 def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
@@ -378,9 +414,9 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     b.call(declare_gemm(llvm_module, spec.dtype, pack=True),
            [*pack.args[:7], _params(b, spec, pack.args[5])])
     b.ret_void()
-    # the k blocks' own functions, `name.k<i>` (and `.pack`), i = the block's distinct spec
-    blocks = k_blocks(spec)
-    for i, sub in enumerate(dict.fromkeys(s for _, s in blocks) if len(blocks) > 1 else ()):
+    # the blocks' own functions, `name.k<i>` (and `.pack`), i = the block's distinct spec
+    blocks = b_blocks(spec)
+    for i, sub in enumerate(dict.fromkeys(s for _, _, s in blocks) if len(blocks) > 1 else ()):
         emit_gemm(llvm_module, f"{name}.k{i}", sub)
         for f in (f"{name}.k{i}", f"{name}.k{i}.pack"):
             llvm_module.globals[f].linkage = "internal"
@@ -411,8 +447,8 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
     `emit_gemm`'s function `kernel` for `spec` in nshares shares on up to nthreads threads of
     the pool (`nshares = gemm_shares(spec, nthreads)`, scratch of `scratch_bytes(spec,
     nthreads)` bytes): when B is packed once (`packs_b_once`), a first pool call runs the
-    pack phase (`kernel.pack`), a second the shares - once per k block (`k_blocks`), on A and
-    B offset to the block, when k spans several. Returns the new function."""
+    pack phase (`kernel.pack`), a second the shares - once per block of B (`b_blocks`), on
+    A, B and C offset to the block, when B spans several. Returns the new function."""
     def slotted(suffix: str, fn_name: str) -> ir.Function:
         entry = emit_slotted_entry(llvm_module, f"{name}.{suffix}", llvm_module.globals[fn_name],
                                    4)
@@ -428,21 +464,22 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
         b.call(compute, args)
         b.ret_void()
         return fn
-    blocks = k_blocks(spec)
-    subs = {s: i for i, s in enumerate(dict.fromkeys(s for _, s in blocks))}
-    steps = [(0, kernel)] if len(blocks) == 1 else \
-        [(off, f"{kernel}.k{subs[s]}") for off, s in blocks]
+    blocks = b_blocks(spec)
+    subs = {s: i for i, s in enumerate(dict.fromkeys(s for _, _, s in blocks))}
+    steps = [(0, 0, kernel)] if len(blocks) == 1 else \
+        [(koff, noff, f"{kernel}.k{subs[s]}") for koff, noff, s in blocks]
     entries = {k: (slotted(f"pack{i}", f"{k}.pack"),
                    compute if k == kernel else slotted(f"compute{i}", k))
-               for i, k in enumerate(dict.fromkeys(k for _, k in steps))}
+               for i, k in enumerate(dict.fromkeys(k for _, _, k in steps))}
     ety = lu.value_type(spec.dtype)
+    (_, _, ak), (_, bk, bn), (_, _, cn) = spec.a_strides, spec.b_strides, spec.c_strides
     with b.if_else(b.icmp_signed(">", args[4], i64(1))) as (once, per_share):
         with once:
-            for off, k in steps:
-                a_off = gep(b, args[0], off * spec.a_strides[2], ety)
-                b_off = gep(b, args[1], off * spec.b_strides[1], ety)
+            for koff, noff, k in steps:
+                at = [gep(b, args[0], koff * ak, ety), gep(b, args[1], koff * bk + noff * bn, ety),
+                      gep(b, args[2], noff * cn, ety)]
                 for entry in entries[k]:
-                    b.call(entry, [a_off, b_off, *args[2:]])
+                    b.call(entry, [*at, *args[3:]])
         with per_share:  # one share (packs its own B) runs the whole product
             b.call(compute, args)
     b.ret_void()

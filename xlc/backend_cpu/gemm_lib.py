@@ -62,6 +62,23 @@ ONCE = 1
 """The packing mode (the last parameter) of a call that reads B packed once."""
 IN_PLACE = 2
 """The packing mode of a call that packs nothing (`gemm.reads_in_place`)."""
+PACK_ONCE_BYTES = 8 << 20
+"""B is packed once per call (not by every share) only when packed whole it would take at most
+this many bytes (a bigger product's shares are big enough to pack their own B blocks, and the
+block-by-block packing would repack A once per column block: 2048^3 f32 measured about 5 %
+slower that way)."""
+SPLIT_M_PANELS = 16
+"""One batch with at least this many MR-row panels, whose B packed takes at most
+PACK_ONCE_BYTES, is split along m even where n has more panels (here and in `gemm._split_m`):
+B is then packed once, block by block, and each share packs only its own rows of A, where
+split along n every share would pack all of A (a 256 x 1024 x 1024 f32 product in 8 shares:
+8 MiB of A packing against 4 MiB in all, and scratch for one B block instead of each slot's
+whole A block)."""
+ONCE_MC_PANELS = 4
+"""A call reading B packed once packs A blocks of at most this many MR-row panels (56 rows of
+f32: 56 KiB at KC = 256, not the MC of up to 504 rows): the packed B block stays in the L2
+(`gemm.PACKED_BLOCK_BYTES`), so streaming it past several small A blocks costs next to
+nothing, and each slot's share of the scratch shrinks to one small A block."""
 SYMBOLS = {PrimitiveType.F32: "xlc_gemm_f32", PrimitiveType.F64: "xlc_gemm_f64"}
 SHARES_SUFFIX = "_shares"
 PACK_SUFFIX = "_pack_b"
@@ -102,11 +119,15 @@ class _Sizes:
     """The run-time blocking of one call: the IR twin of `gemm.blocking` and
     `gemm._thread_bytes` (keep the two in step)."""
 
-    def __init__(self, b: ir.IRBuilder, bl: Blocking, m: ir.Value, n: ir.Value, k: ir.Value):
+    def __init__(self, b: ir.IRBuilder, bl: Blocking, m: ir.Value, n: ir.Value, k: ir.Value,
+                 once: ir.Value | None = None):
         mr, nr = bl.mr, bl.nr
         nkb = _ceil_div(b, _smax1(b, k), bl.kc)
         self.kc = _smax1(b, _ceil_div(b, k, nkb))
-        self.mc = smin(b, i64(max(mr, bl.mc // mr * mr)), b.mul(_ceil_div(b, m, mr), i64(mr)))
+        mc = i64(max(mr, bl.mc // mr * mr))
+        if once is not None:  # reading B packed once: A blocks of at most ONCE_MC_PANELS
+            mc = b.select(once, i64(min(bl.mc // mr, ONCE_MC_PANELS) * mr), mc)
+        self.mc = smin(b, mc, b.mul(_ceil_div(b, m, mr), i64(mr)))
         self.mc = b.select(b.icmp_signed("<", self.mc, i64(mr)), i64(mr), self.mc)
         self.nc = smin(b, i64(max(nr, bl.nc // nr * nr)), b.mul(_ceil_div(b, n, nr), i64(nr)))
         self.nc = b.select(b.icmp_signed("<", self.nc, i64(nr)), i64(nr), self.nc)
@@ -151,7 +172,7 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
     # the first 14 values only: code compiled before passes no "B packed once"
     p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS - 1)]
     m, n, k, _, _, am, ak, _, bk, bn, _, cm, cn, accumulate = p
-    sz = _Sizes(b, bl, m, n, k)
+    sz = _Sizes(b, bl, m, n, k, packed_once)
     ety, mr, nr = bl.ety, bl.mr, bl.nr
     # m blocks of equal size (a multiple of mr, at most mc): no short leftover block that
     # would stream every B panel from L3 for a single microkernel call
@@ -260,19 +281,26 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
     ety = bl.ety
     p = [b.load(gep(b, params, i, lu.I64), typ=lu.I64) for i in range(PARAMS - 1)]
     m, n, k, batch, sa, _, _, sb, _, _, sc, _, _, _ = p
-    sz = _Sizes(b, bl, m, n, k)
     # with "B packed once" set, B packed once lies at the aligned start of the scratch and
     # the slots' parts after it
     base = b.and_(b.add(b.ptrtoint(scratch, lu.I64), i64(63)), i64(-64))
     once = b.icmp_signed("==", packed_once, i64(ONCE))
     unpacked = b.icmp_signed("==", packed_once, i64(IN_PLACE))
     bpre_at = b.inttoptr(base, lu.PTR)
-    base = b.add(base, b.select(once, sz.packed_bytes, i64(0)))
-    # shares split along m or n, whichever has more panels
+    # shares split along m or n, whichever has more panels, and m for one batch of at least
+    # SPLIT_M_PANELS row panels whose B packed takes at most PACK_ONCE_BYTES (the twin of
+    # `gemm._split_m`)
     m_panels, n_panels = _ceil_div(b, m, bl.mr), _ceil_div(b, n, bl.nr)
-    split_m = b.icmp_signed(">", m_panels, n_panels)
+    whole_b = _round64(b, b.add(b.mul(b.mul(k, b.mul(n_panels, i64(bl.nr))),
+                                      i64(bl.pt.byte_size)), i64(64)))
+    split_m = b.or_(b.icmp_signed(">", m_panels, n_panels),
+                    b.and_(b.and_(b.icmp_signed("==", batch, i64(1)),
+                                  b.icmp_signed(">=", m_panels, i64(SPLIT_M_PANELS))),
+                           b.icmp_signed("<=", whole_b, i64(PACK_ONCE_BYTES))))
     # read there only where shares split m of one batch (each share then needs all of B)
     use_packed = b.and_(once, b.and_(split_m, b.icmp_signed("==", batch, i64(1))))
+    sz = _Sizes(b, bl, m, n, k, use_packed)
+    base = b.add(base, b.select(once, sz.packed_bytes, i64(0)))
     bpre = b.select(use_packed, bpre_at, ir.Constant(lu.PTR, None))
     panels = b.select(split_m, m_panels, n_panels)
     units = b.mul(batch, panels)
