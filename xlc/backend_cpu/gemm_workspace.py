@@ -72,7 +72,7 @@ class GemmWorkspaceShrink(WorkspaceShrink):
     """Budget pass "gemm-workspace-shrink" (`WorkspaceShrink`): under a memory limit, a packed
     GEMM's workspace (one packing slot per thread, plus B packed once when several threads
     split m) may be what holds the peak up. A workspace above the share is given the slots of
-    the most threads whose scratch fits in it, at least one thread's; the emitter runs the
+    the most threads whose scratch fits in it, else the smallest one; the emitter runs the
     GEMM on as many threads as its workspace has slots. Trades GEMM speed for memory, so it
     runs after rematerialization.
 
@@ -83,14 +83,18 @@ class GemmWorkspaceShrink(WorkspaceShrink):
     target = GEMM_TARGET
 
     def smaller(self, call: HloInstruction, share: int) -> tuple[int, str] | None:
-        """The workspace of the most threads whose scratch fits `share` (at least one's)."""
+        """The workspace of the most threads whose scratch fits `share`, else the smallest
+        (of the fewest bytes, then the most threads)."""
         from xlc.backend_cpu.emit_dot import packed_gemm_plan
         from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes
 
         plan = packed_gemm_plan(gemm_call_dot(call), self.threads)
         if plan is None:
             return None
-        n = recommended_threads(plan.spec, self.threads)
-        while n > 1 and scratch_bytes(plan.spec, n) > share:
-            n -= 1
-        return scratch_bytes(plan.spec, n), f"{n} thread(s)"
+        # not monotonic in the threads: one thread packs a whole A block and B block, where
+        # several split m and share one block of B packed once
+        sizes = {n: scratch_bytes(plan.spec, n)
+                 for n in range(1, recommended_threads(plan.spec, self.threads) + 1)}
+        fits = [n for n, size in sizes.items() if size <= share]
+        n = max(fits) if fits else min(sizes, key=lambda n: (sizes[n], -n))
+        return sizes[n], f"{n} thread(s)"
