@@ -9,7 +9,8 @@ OPENBLAS_CORETYPE) on the same thread count (set through OpenBLAS's own set_num_
 ctypes; if that is not found numpy runs with its default threads and a footnote says so), plus
 the compile time and the error. With --python-threads the multi-threaded xlc figure is taken by
 calling the per-thread kernel from Python threads through ctypes instead of the generated
-pthread entry.
+pthread entry (not for products that pack B once, block by block: they need the entry's pack
+phases between the shares).
 
 --peak (for shared, noisy machines): also runs a register-only FMA loop (24 independent
 <16 x float> FMA chains; ~245 GFLOP/s per idle Zen 5 core) on the same threads right before
@@ -33,7 +34,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xlc.backend_cpu.gemm import CompiledGemm, GemmSpec, compile_gemm  # noqa: E402
+from xlc.backend_cpu.gemm import (  # noqa: E402
+    CompiledGemm,
+    GemmSpec,
+    compile_gemm,
+    packs_b_once,
+)
 
 
 def timeit(fn: Callable[[], object], reps: int) -> tuple[float, float]:
@@ -183,8 +189,9 @@ def main() -> None:
             g = compile_gemm(GemmSpec.for_arrays(a, b), nthreads=nt)
             ctime = (time.perf_counter() - t0) * 1e3
             c = np.empty((m, n), dt)
-            run = _python_threaded(g, a, b, c) if args.python_threads and nt > 1 \
-                else functools.partial(g, a, b, c)
+            # B packed once block by block needs the entry's pack phases between the shares
+            threaded = args.python_threads and nt > 1 and not packs_b_once(g.spec)
+            run = _python_threaded(g, a, b, c) if threaded else functools.partial(g, a, b, c)
             tx = timeit(run, reps)
             err = float(np.abs(c - ref).max() / np.abs(ref).max())
             note = "" if blas.threads(nt) else "*"

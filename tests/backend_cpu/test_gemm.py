@@ -156,14 +156,16 @@ def test_emit_gemm_signature_and_verification() -> None:
 
 
 def test_scratch_bytes_scales_with_threads() -> None:
-    """Packing buffers per thread slot (an A block and a B block), or B packed once plus an
-    A block per slot where the shares split m (the slots then hold no B block)."""
+    """Packing buffers per thread slot (an A block and a B block), or one block of B packed
+    once plus an A block per slot where the shares split m (on one thread too; the slots then
+    hold no B block)."""
     spec = GemmSpec(512, 512, 512, 1, (0, 512, 1), (0, 512, 1), (0, 512, 1))
     one, two = scratch_bytes(spec, 1), scratch_bytes(spec, 2)
-    assert G.packs_b_once(spec, G.gemm_shares(spec, 2)) and not G.packs_b_once(spec, 1)
+    assert G.packs_b_once(spec)
     bl = G.blocking(spec)
     a_block, b_block = (bl.mc * bl.kc * 4 + 64 + 63) // 64 * 64, bl.kc * bl.nc * 4
-    assert one == 64 + a_block + b_block
+    once_a = (G.ONCE_MC_PANELS * 14 * bl.kc * 4 + 64 + 63) // 64 * 64
+    assert one == 64 + G.PACKED_BLOCK_BYTES + 64 + once_a
     # split m: a share covers at most ceil(37 panels / shares) of 14 rows
     shares = G.gemm_shares(spec, 2)
     rows = min(bl.mc, G.ONCE_MC_PANELS * 14, -(-37 // shares) * 14)
@@ -178,7 +180,7 @@ def test_scratch_bytes_scales_with_threads() -> None:
     assert G.packed_b_bytes(first) == G.PACKED_BLOCK_BYTES + 64
     assert G.packed_b_bytes(spec) == 512 * 512 * 4 + 64
     batched = GemmSpec(512, 512, 512, 2, (0, 512, 1), (0, 512, 1), (0, 512, 1))
-    assert not G.packs_b_once(batched, 8)
+    assert not G.packs_b_once(batched)
     assert scratch_bytes(batched, 1) - 64 == a_block + b_block
     # 2 threads: 8 shares over 2 x 37 m-panels, each at most 10 panels (140 rows) of A
     assert G.gemm_shares(batched, 2) == 8
@@ -387,7 +389,7 @@ def test_two_gemms_in_one_module() -> None:
     bld.ret_void()
     jit.compile_module(module, sym)
     c1, c2 = np.empty((100, 80), np.float32), np.empty((60, 90), np.float64)
-    assert G.packs_b_once(s1, 5)  # 100 x 80: its shares split m, after a pack phase
+    assert G.packs_b_once(s1)  # 100 x 80: its shares split m, after a pack phase
     scratch = np.empty(max(scratch_bytes(s1, 2), scratch_bytes(s2, 2)), np.uint8)
     fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 8)(jit.jit_engine().address(sym))
     fn(a.ctypes.data, b.ctypes.data, c1.ctypes.data, scratch.ctypes.data,
@@ -415,7 +417,7 @@ def test_shares_outnumber_threads_and_any_slot_takes_any_share(m: int, n: int, k
     assert g.nshares > 2 and g.nshares == G.gemm_shares(spec, 2)
     _check(g(a, b), a, b)
     proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 3)
-    once = G.packs_b_once(spec, g.nshares)
+    once = G.packs_b_once(spec)
     kernels = [proto(g.pack_address)] if once else []
     kernels.append(proto(g.kernel_address))
     a_slot = G._thread_bytes(spec, G.blocking(spec), g.nshares)[0]
@@ -502,7 +504,7 @@ def test_one_batch_of_many_rows_splits_m(m: int, n: int, k: int, split_m: bool) 
     b = rng.standard_normal((k, n)).astype(np.float32)
     spec = GemmSpec.for_arrays(a, b)
     assert G._split_m(spec, G.blocking(spec)) == split_m
-    assert G.packs_b_once(spec, G.gemm_shares(spec, 2)) == split_m
+    assert G.packs_b_once(spec) == split_m
     two = compile_gemm(spec, nthreads=2)(a, b)
     np.testing.assert_array_equal(two, compile_gemm(spec, nthreads=1)(a, b))
     np.testing.assert_allclose(two, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
@@ -535,7 +537,7 @@ def test_b_packed_once_per_block(m: int, n: int, k: int, dtype: type,
     assert all(s.k == min(kc, k - ko) and s.n == min(nb, n - no) for ko, no, s in blocks)
     assert all(s.accumulate == (accumulate or ko > 0) for ko, _, s in blocks)
     assert all(G.packed_b_bytes(s) <= G.PACKED_BLOCK_BYTES + 64 for _, _, s in blocks)
-    assert G.packs_b_once(spec, G.gemm_shares(spec, 2))
+    assert G.packs_b_once(spec)
     a_slot = G._thread_bytes(spec, bl, G.gemm_shares(spec, 2))[0]
     # one block of B packed (not all of it) and an A block per slot
     assert scratch_bytes(spec, 2) == 64 + G.packed_b_bytes(blocks[0][2]) + 2 * a_slot

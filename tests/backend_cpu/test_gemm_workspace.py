@@ -162,28 +162,28 @@ def test_small_products_read_in_place_with_no_workspace() -> None:
           rtol=1e-4, atol=1e-4)
 
 
-BIG = """HloModule big
+WIDE = """HloModule wide
 ENTRY e {
-  a = f32[1024,1024] parameter(0)
-  b = f32[1024,1024] parameter(1)
-  ROOT d = f32[1024,1024] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f32[196,256] parameter(0)
+  b = f32[256,4096] parameter(1)
+  ROOT d = f32[196,4096] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
 """
 
 
 def test_shrunk_gemm_workspace_takes_the_most_threads_that_fit_else_the_smallest() -> None:
     """gemm-workspace-shrink under a share: the workspace of the most threads whose scratch
-    fits, else the smallest one. The scratch is not monotonic in the threads (one thread packs
-    a whole A block and B block, several share one block of B packed once), so one thread is
-    not always the smallest."""
+    fits, else the smallest one. The scratch is not monotonic in the threads (split along n,
+    one thread packs a KC x NC block of B, several each a narrower one), so one thread is not
+    always the smallest."""
     from xlc.backend_cpu.gemm_workspace import GemmWorkspaceShrink
 
-    _, after, _ = run_passes(BIG, [GemmWorkspace(8)])
+    _, after, _ = run_passes(WIDE, [GemmWorkspace(8)])
     call = next(i for i in after.entry.instructions
                 if i.attrs.get("custom_call_target") == GEMM_TARGET)
-    spec = GemmSpec(1024, 1024, 1024, 1, (0, 1024, 1), (0, 1024, 1), (0, 1024, 1))
+    spec = GemmSpec(196, 4096, 256, 1, (0, 256, 1), (0, 4096, 1), (0, 4096, 1))
     sizes = {n: scratch_bytes(spec, n) for n in range(1, 9)}
-    assert sizes[1] > sizes[8] > sizes[2]  # one thread packs the most
+    assert sizes[1] > sizes[8] > sizes[3] > sizes[2]  # one thread packs the most
     shrink = GemmWorkspaceShrink(8)
     assert shrink.smaller(call, sizes[8]) == (sizes[8], "8 thread(s)")
     assert shrink.smaller(call, sizes[3]) == (sizes[3], "3 thread(s)")

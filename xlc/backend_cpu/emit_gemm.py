@@ -24,6 +24,7 @@ from xlc.backend_cpu.gemm import (
     emit_gemm,
     emit_gemm_entry,
     gemm_shares,
+    packs_b_once,
     recommended_threads,
     scratch_bytes,
 )
@@ -75,7 +76,7 @@ def emit_gemm_dot(em: CpuEmitter, k: Kernel, label: str, plan: DotGemm,
     b = k.b
     ety = lu.value_type(spec.dtype)
     entry = None
-    if nthreads > 1:
+    if nthreads > 1 or packs_b_once(spec):
         entry = emit_gemm_entry(module, f"{name}.mt", name, spec)
         entry.linkage = "internal"
     with lu.for_nest(b, [size for size, *_ in plan.loops], name="gl") as idx:

@@ -17,14 +17,13 @@ the thread pool (`emit_gemm_entry`), the slot is the thread's: a GEMM has
 `gemm_shares(spec, nthreads)` shares, several per thread, and any thread takes any share (on
 a loaded machine a preempted thread then holds a small part of the product, not half of it).
 Where the shares split m of one batch, each would pack all of B again: there B is packed once
-(`packs_b_once`), by the shares of a pack phase `name.pack` (same signature) that must finish
-before the shares of `name` start. When B spans several blocks (KC rows by up to
-PACKED_BLOCK_BYTES of columns), the entry does this one block at a time (`b_blocks`: functions
-`name.k<i>` and their pack phases, the later k blocks accumulating into C), so the scratch
-holds one packed block of B, not all of B;
-`scratch_bytes` is sized for that, so such a product runs in several shares only through
-`emit_gemm_entry` (calling `name` and `name.pack` directly in several shares needs
-`packed_b_bytes(spec)` for B instead).
+(`packs_b_once`, on any number of threads), by the shares of a pack phase `name.pack` (same
+signature) that must finish before the shares of `name` start. When B spans several blocks
+(KC rows by up to PACKED_BLOCK_BYTES of columns), the entry does this one block at a time
+(`b_blocks`: functions `name.k<i>` and their pack phases, the later k blocks accumulating into
+C), so the scratch holds one packed block of B, not all of B. `scratch_bytes` is sized for
+that, so such a product runs only through `emit_gemm_entry` (calling `name.pack` and then
+`name` directly needs `packed_b_bytes(spec)` for B instead).
 
 Algorithm (BLIS's loop structure): the work is split into shares along the flattened
 (batch, n-panels) or (batch, m-panels) space, whichever has more panels. Each share loops
@@ -43,9 +42,9 @@ returns a callable `(a, b, c=None) -> c` on numpy arrays, for tests and benchmar
 Use from a backend: `spec = gemm_spec_for_dot(dot)` (xlc/backend_cpu/gemm_dot.py; None when the
 dot is not f32/f64 or its dims do not merge), reserve `scratch_bytes(spec, nt)` bytes of temp,
 `emit_gemm(module, name, spec)`, then either call `name(A, B, C, scratch, 0, 1, 0)` yourself
-(one share) or add `emit_gemm_entry(module, name + "_mt", name, spec)` and call
-`name_mt(A, B, C, scratch, gemm_shares(spec, nt), nt)` from the kernel (nt from
-`recommended_threads(spec, cores)`; it runs the pack phase first where B is packed once).
+(one share, where not `packs_b_once(spec)`) or add `emit_gemm_entry(module, name + "_mt",
+name, spec)` and call `name_mt(A, B, C, scratch, gemm_shares(spec, nt), nt)` from the kernel
+(nt from `recommended_threads(spec, cores)`; it runs the pack phases where B is packed once).
 """
 from __future__ import annotations
 
@@ -61,6 +60,7 @@ from xlc.backend_cpu import jit
 from xlc.backend_cpu.gemm_kernels import Blocking, emit_simple_gemm, gep, i64, simple_loop_order
 from xlc.backend_cpu.gemm_lib import (
     IN_PLACE,
+    ONCE,
     ONCE_MC_PANELS,
     PACK_ONCE_BYTES,
     PARAMS,
@@ -195,7 +195,7 @@ def _thread_bytes(spec: GemmSpec, bl: Blocking, nshares: int) -> tuple[int, int]
     block at most that many NR-column panels (split n)."""
     esz = spec.dtype.byte_size
     rows, cols = bl.mc, bl.nc
-    if packs_b_once(spec, nshares):  # A blocks of at most ONCE_MC_PANELS panels
+    if packs_b_once(spec):  # A blocks of at most ONCE_MC_PANELS panels
         rows = min(rows, ONCE_MC_PANELS * bl.mr)
     if nshares > 1:
         split_m = _split_m(spec, bl)
@@ -274,10 +274,13 @@ def packed_b_bytes(spec: GemmSpec) -> int:
     return _round64(spec.k * -(-spec.n // bl.nr) * bl.nr * spec.dtype.byte_size + 64)
 
 
-def _may_pack_b_once(spec: GemmSpec) -> bool:
-    """The shares of `spec` split m of a single batch (each needs all of B), and B is at most
-    PACK_ONCE_BYTES packed, so it is packed once for them all, block by block (see
-    `packs_b_once`, `b_blocks`)."""
+def packs_b_once(spec: GemmSpec) -> bool:
+    """True when a call packs B once, block by block (`b_blocks`), in a pack phase before the
+    shares of each block (`emit_gemm_entry`), instead of once per share: a single batch whose
+    shares split m (each would otherwise pack all of B) and whose B packs within
+    PACK_ONCE_BYTES. On one thread too: the scratch then holds one block of B and one small A
+    block instead of a whole MC x KC A block and KC x NC B block (a 1024^3 f32 product: 0.32 MB
+    instead of 1.56 MB, at the same speed)."""
     return (not packs_nothing(spec) and spec.batch == 1
             and _split_m(spec, blocking(spec))
             and packed_b_bytes(spec) <= PACK_ONCE_BYTES)
@@ -309,7 +312,7 @@ def b_blocks(spec: GemmSpec) -> list[tuple[int, int, GemmSpec]]:
     packed block of B instead of all of B (a 1024^3 f32 product: 256 KiB instead of 4 MiB).
     Every element of C gets the same sums in the same order as in one call doing its k
     blocks itself. [(0, 0, spec)] when B fits one block."""
-    if not _may_pack_b_once(spec):
+    if not packs_b_once(spec):
         return [(0, 0, spec)]
     bl = blocking(spec)
     esz = spec.dtype.byte_size
@@ -319,14 +322,7 @@ def b_blocks(spec: GemmSpec) -> list[tuple[int, int, GemmSpec]]:
         return [(0, 0, spec)]
     out = [(koff, noff, replace(spec, k=kl, n=nl, accumulate=spec.accumulate or koff > 0))
            for noff, nl in ns for koff, kl in ks]
-    return out if all(_may_pack_b_once(s) for _, _, s in out) else [(0, 0, spec)]
-
-
-def packs_b_once(spec: GemmSpec, nshares: int) -> bool:
-    """True when a call in `nshares` shares packs B once, in a parallel pack phase before the
-    shares, instead of once per share (`gemm_lib`): for one batch split along m into several
-    shares, each of which would otherwise pack all of B."""
-    return nshares > 1 and _may_pack_b_once(spec)
+    return out if all(packs_b_once(s) for _, _, s in out) else [(0, 0, spec)]
 
 
 def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
@@ -338,7 +334,7 @@ def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
         return 0
     nshares = gemm_shares(spec, nthreads)
     a_b, b_b = _thread_bytes(spec, blocking(spec), nshares)
-    if packs_b_once(spec, nshares):
+    if packs_b_once(spec):
         # every share reads one block of B packed once: a slot holds only its A block
         first = b_blocks(spec)[0][2]
         return 64 + packed_b_bytes(first) + max(1, nthreads) * a_b
@@ -406,13 +402,13 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
         return
     # the packed path: a call of the process's generic GEMM with this spec's parameters
     b.call(declare_gemm(llvm_module, spec.dtype),
-           [a, bm, c, scratch, share, nshares, slot, _params(b, spec, nshares)])
+           [a, bm, c, scratch, share, nshares, slot, _params(b, spec)])
     b.ret_void()
     # its pack phase, run before the shares when B is packed once (`emit_gemm_entry`)
     pack = ir.Function(llvm_module, fn.function_type, name=f"{name}.pack")
     b = ir.IRBuilder(pack.append_basic_block("entry"))
     b.call(declare_gemm(llvm_module, spec.dtype, pack=True),
-           [*pack.args[:7], _params(b, spec, pack.args[5])])
+           [*pack.args[:7], _params(b, spec)])
     b.ret_void()
     # the blocks' own functions, `name.k<i>` (and `.pack`), i = the block's distinct spec
     blocks = b_blocks(spec)
@@ -422,9 +418,9 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
             llvm_module.globals[f].linkage = "internal"
 
 
-def _params(b: ir.IRBuilder, spec: GemmSpec, nshares: ir.Value) -> ir.Value:
+def _params(b: ir.IRBuilder, spec: GemmSpec) -> ir.Value:
     """A stack copy of `spec`'s parameter block; packing mode IN_PLACE when
-    `reads_in_place(spec)`, ONCE when `packs_b_once(spec, nshares)`, else 0."""
+    `reads_in_place(spec)`, ONCE when `packs_b_once(spec)`, else 0."""
     with b.goto_entry_block():
         params = b.alloca(ir.ArrayType(lu.I64, PARAMS))
     params.align = 16
@@ -433,8 +429,8 @@ def _params(b: ir.IRBuilder, spec: GemmSpec, nshares: ir.Value) -> ir.Value:
         b.store(i64(v), gep(b, params, i, lu.I64))
     if reads_in_place(spec):
         mode: ir.Value = i64(IN_PLACE)
-    elif _may_pack_b_once(spec):
-        mode = b.zext(b.icmp_signed(">", nshares, i64(1)), lu.I64)  # ONCE or 0
+    elif packs_b_once(spec):
+        mode = i64(ONCE)
     else:
         mode = i64(0)
     b.store(mode, gep(b, params, PARAMS - 1, lu.I64))
@@ -448,7 +444,8 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
     the pool (`nshares = gemm_shares(spec, nthreads)`, scratch of `scratch_bytes(spec,
     nthreads)` bytes): when B is packed once (`packs_b_once`), a first pool call runs the
     pack phase (`kernel.pack`), a second the shares - once per block of B (`b_blocks`), on
-    A, B and C offset to the block, when B spans several. Returns the new function."""
+    A, B and C offset to the block, when B spans several (one thread runs both calls
+    itself). Returns the new function."""
     def slotted(suffix: str, fn_name: str) -> ir.Function:
         entry = emit_slotted_entry(llvm_module, f"{name}.{suffix}", llvm_module.globals[fn_name],
                                    4)
@@ -460,7 +457,7 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
                      name=name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     args = list(fn.args)
-    if not _may_pack_b_once(spec):
+    if not packs_b_once(spec):
         b.call(compute, args)
         b.ret_void()
         return fn
@@ -473,15 +470,11 @@ def emit_gemm_entry(llvm_module: ir.Module, name: str, kernel: str, spec: GemmSp
                for i, k in enumerate(dict.fromkeys(k for _, _, k in steps))}
     ety = lu.value_type(spec.dtype)
     (_, _, ak), (_, bk, bn), (_, _, cn) = spec.a_strides, spec.b_strides, spec.c_strides
-    with b.if_else(b.icmp_signed(">", args[4], i64(1))) as (once, per_share):
-        with once:
-            for koff, noff, k in steps:
-                at = [gep(b, args[0], koff * ak, ety), gep(b, args[1], koff * bk + noff * bn, ety),
-                      gep(b, args[2], noff * cn, ety)]
-                for entry in entries[k]:
-                    b.call(entry, [*at, *args[3:]])
-        with per_share:  # one share (packs its own B) runs the whole product
-            b.call(compute, args)
+    for koff, noff, k in steps:
+        at = [gep(b, args[0], koff * ak, ety), gep(b, args[1], koff * bk + noff * bn, ety),
+              gep(b, args[2], noff * cn, ety)]
+        for entry in entries[k]:
+            b.call(entry, [*at, *args[3:]])
     b.ret_void()
     return fn
 
