@@ -12,6 +12,10 @@ calling the per-thread kernel from Python threads through ctypes instead of the 
 pthread entry (not for products that pack B once, block by block: they need the entry's pack
 phases between the shares).
 
+--block-bytes B1 B2 ... (instead of the table): the GEMM compiled with each value of
+`gemm.PACKED_BLOCK_BYTES` (the block of B packed once), calls alternated in one process:
+median (best) GFLOP/s and scratch bytes of each, the price of a smaller scratch.
+
 --peak (for shared, noisy machines): also runs a register-only FMA loop (24 independent
 <16 x float> FMA chains; ~245 GFLOP/s per idle Zen 5 core) on the same threads right before
 and after every timed call, and prints the medians of xlc/peak and numpy/peak: the fraction of
@@ -154,6 +158,42 @@ class _OpenBlas:
         return True
 
 
+def compare_blocks(problems: list[tuple[int, int, int]], threads: list[int],
+                   blocks: list[int], reps: int, dt: type) -> None:
+    """For each problem and thread count: compile the GEMM once per `gemm.PACKED_BLOCK_BYTES`
+    value in `blocks` and time them with calls alternated in this process (so that load on
+    a shared machine hits them alike); print median and best GFLOP/s and scratch bytes."""
+    from xlc.backend_cpu import gemm as G
+
+    rng = np.random.default_rng(0)
+    saved = G.PACKED_BLOCK_BYTES
+    print(f"{'m x n x k':>14} {'thr':>3}  per block bytes: median GF/s (best) scratch bytes")
+    for m, n, k in problems:
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        c = np.empty((m, n), dt)
+        for nt in threads:
+            runs = []
+            for size in blocks:
+                G.PACKED_BLOCK_BYTES = size
+                G._compiled.clear()  # the machine code is cached per spec, not per block size
+                g = compile_gemm(GemmSpec.for_arrays(a, b), nthreads=nt)
+                runs.append((size, g, G.scratch_bytes(g.spec, nt), []))
+            G.PACKED_BLOCK_BYTES = saved
+            for _, g, _, _ in runs:
+                g(a, b, c)
+            for _ in range(reps):
+                for _, g, _, ts in runs:
+                    t = time.perf_counter()
+                    g(a, b, c)
+                    ts.append(time.perf_counter() - t)
+            flops = 2.0 * m * n * k
+            cells = [f"{size}: {flops / statistics.median(ts) / 1e9:.0f} "
+                     f"({flops / min(ts) / 1e9:.0f}) {scratch}" for size, _, scratch, ts in runs]
+            print(f"{f'{m}x{n}x{k}':>14} {nt:>3}  " + "   ".join(cells), flush=True)
+    G._compiled.clear()
+
+
 def main() -> None:
     """Parse arguments, run the benchmark, print one row per (size, threads)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,8 +206,16 @@ def main() -> None:
     ap.add_argument("--python-threads", action="store_true")
     ap.add_argument("--peak", action="store_true",
                     help="also print efficiency vs an interleaved FMA-peak loop")
+    ap.add_argument("--block-bytes", type=int, nargs="+", metavar="BYTES",
+                    help="instead: compare these gemm.PACKED_BLOCK_BYTES values, calls "
+                         "alternated in one process")
     args = ap.parse_args()
     dt = np.float32 if args.dtype == "f32" else np.float64
+    if args.block_bytes:
+        problems = [(n, n, n) for n in args.sizes]
+        problems += [tuple(int(x) for x in sh.split("x")) for sh in args.shapes]  # type: ignore
+        compare_blocks(problems, args.threads, args.block_bytes, args.reps, dt)  # type: ignore
+        return
     rng = np.random.default_rng(0)
     blas = _OpenBlas()
     peak = _peak_kernel() if args.peak else None

@@ -291,7 +291,8 @@ PACKED_BLOCK_BYTES = 256 << 10
 time (`b_blocks`: KC rows of k by as many NR-column panels as fit), so that the scratch holds
 that block, not all of B. A quarter of the 1 MiB L2: the block stays there while every share
 streams it past its own A rows. Each further column block costs one more packing pass over
-A (a 1024^3 f32 product: 4 column blocks of 256; see the docs/memory.md figures)."""
+A and two more pool calls: a 1024^3 f32 product in 4 column blocks of 256 runs about 6 %
+slower on two threads than in one of 1024 (docs/cpu.md), for a quarter of the scratch."""
 
 
 def _equal_blocks(size: int, most: int, unit: int) -> list[tuple[int, int]]:
