@@ -43,6 +43,9 @@ class Value:
     name: str
     ty: str
     dims: tuple[int, ...]
+    scale: float = 1.0
+    """A float parameter's arguments are drawn with this factor (dot weights: 1/sqrt(k), so
+    chained dots stay of order one and their rounding within the fixed tolerance)."""
 
     @property
     def shape(self) -> str:
@@ -86,8 +89,8 @@ class _Builder:
         self.values.append(v)
         return v
 
-    def param(self, ty: str, dims: tuple[int, ...]) -> Value:
-        v = Value(f"p{len(self.params)}", ty, tuple(dims))
+    def param(self, ty: str, dims: tuple[int, ...], scale: float = 1.0) -> Value:
+        v = Value(f"p{len(self.params)}", ty, tuple(dims), scale)
         self.lines.append(f"  {v.name} = {v.shape} parameter({len(self.params)})")
         self.params.append(v)
         self.values.append(v)
@@ -297,12 +300,18 @@ def _row_softmax(b: _Builder) -> None:
     b.emit(x.ty, x.dims, f"divide({e.name}, {sb.name})")
 
 
+def _weight_scale(k: int) -> float:
+    """The argument scale of a dot weight contracting over k: its products' sums then have
+    about the spread of the other operand (a dot of a dot's result cancels no worse)."""
+    return 1.0 / float(np.sqrt(max(k, 1)))
+
+
 def _dot(b: _Builder) -> None:
     x = b.pick(lambda v: len(v.dims) == 2 and v.ty in ("f32", "f64"))
     if x is None:
         return
     n = b.draw(st.integers(1, 6))
-    w = b.param(x.ty, (x.dims[1], n))
+    w = b.param(x.ty, (x.dims[1], n), _weight_scale(x.dims[1]))
     b.emit(x.ty, (x.dims[0], n),
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
 
@@ -318,7 +327,7 @@ def _dot_rows(b: _Builder) -> None:
         x = b.emit(x.ty, (1, k), f"slice({x.name}), slice={{[0:1], [0:{k}]}}")
         m = 1
     n = b.draw(st.integers(1, 9))
-    w = b.param(x.ty, (n, k))
+    w = b.param(x.ty, (n, k), _weight_scale(k))
     b.emit(x.ty, (m, n),
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
 
@@ -332,7 +341,7 @@ def _wide_dot(b: _Builder) -> None:
     if x is None:
         return
     n = b.draw(st.sampled_from([17, 40, 32, 64]))
-    w = b.param(x.ty, (x.dims[1], n))
+    w = b.param(x.ty, (x.dims[1], n), _weight_scale(x.dims[1]))
     b.emit(x.ty, (x.dims[0], n),
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
 
@@ -345,7 +354,7 @@ def _wide_dot_t(b: _Builder) -> None:
     if x is None:
         return
     n = b.draw(st.sampled_from([17, 40, 32, 64]))
-    w = b.param(x.ty, (n, x.dims[1]))
+    w = b.param(x.ty, (n, x.dims[1]), _weight_scale(x.dims[1]))
     b.emit(x.ty, (x.dims[0], n),
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
 
@@ -457,7 +466,7 @@ STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:
     dt = DTYPES[v.ty]
     if _is_float(v.ty):
-        return (rng.standard_normal(v.dims) * 2).astype(dt)
+        return (rng.standard_normal(v.dims) * (2 * v.scale)).astype(dt)
     if v.ty == "pred":
         return rng.random(v.dims) < 0.5
     info = np.iinfo(dt)
