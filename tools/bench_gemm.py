@@ -16,6 +16,9 @@ phases between the shares).
 `gemm.PACKED_BLOCK_BYTES` (the block of B packed once), calls alternated in one process:
 median (best) GFLOP/s and scratch bytes of each, the price of a smaller scratch.
 
+--xla (instead of the table; needs jax): xlc's GEMM against XLA's (`jax.jit(jnp.matmul)`),
+calls alternated in one process. XLA uses every core, so compare at --threads = cores.
+
 --peak (for shared, noisy machines): also runs a register-only FMA loop (24 independent
 <16 x float> FMA chains; ~245 GFLOP/s per idle Zen 5 core) on the same threads right before
 and after every timed call, and prints the medians of xlc/peak and numpy/peak: the fraction of
@@ -194,6 +197,46 @@ def compare_blocks(problems: list[tuple[int, int, int]], threads: list[int],
     G._compiled.clear()
 
 
+def compare_xla(problems: list[tuple[int, int, int]], threads: list[int], reps: int,
+                dt: type) -> None:
+    """For each problem and thread count: xlc's GEMM against XLA's (`jax.jit(jnp.matmul)` on
+    operands already on the device), calls alternated in this process; median and best
+    GFLOP/s and xlc/XLA of the medians. XLA's CPU client uses every core this process may
+    use, whatever `threads` says."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("--xla needs jax (pip install jax)")
+        return
+    rng = np.random.default_rng(0)
+    mm = jax.jit(jnp.matmul)
+    print(f"{'m x n x k':>14} {'thr':>3} {'xlc GF/s (best)':>15} {'XLA GF/s (best)':>15} "
+          f"{'ratio':>6}")
+    for m, n, k in problems:
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        c = np.empty((m, n), dt)
+        ja, jb = jax.device_put(a), jax.device_put(b)
+        for nt in threads:
+            g = compile_gemm(GemmSpec.for_arrays(a, b), nthreads=nt)
+            runs: list[tuple[Callable[[], object], list[float]]] = [
+                (functools.partial(g, a, b, c), []),
+                (lambda x=ja, y=jb: mm(x, y).block_until_ready(), [])]
+            for run, _ in runs:
+                run()
+            for _ in range(reps):
+                for run, ts in runs:
+                    t = time.perf_counter()
+                    run()
+                    ts.append(time.perf_counter() - t)
+            flops = 2.0 * m * n * k
+            (gx, bx), (gj, bj) = ((flops / statistics.median(ts) / 1e9,
+                                   flops / min(ts) / 1e9) for _, ts in runs)
+            print(f"{f'{m}x{n}x{k}':>14} {nt:>3} {gx:>7.1f} ({bx:>5.1f}) {gj:>7.1f} "
+                  f"({bj:>5.1f}) {gx / gj:>6.2f}", flush=True)
+
+
 def main() -> None:
     """Parse arguments, run the benchmark, print one row per (size, threads)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -209,12 +252,19 @@ def main() -> None:
     ap.add_argument("--block-bytes", type=int, nargs="+", metavar="BYTES",
                     help="instead: compare these gemm.PACKED_BLOCK_BYTES values, calls "
                          "alternated in one process")
+    ap.add_argument("--xla", action="store_true",
+                    help="instead: xlc's GEMM against XLA's (jax), calls alternated")
     args = ap.parse_args()
     dt = np.float32 if args.dtype == "f32" else np.float64
     if args.block_bytes:
         problems = [(n, n, n) for n in args.sizes]
         problems += [tuple(int(x) for x in sh.split("x")) for sh in args.shapes]  # type: ignore
         compare_blocks(problems, args.threads, args.block_bytes, args.reps, dt)  # type: ignore
+        return
+    if args.xla:
+        problems = [(n, n, n) for n in args.sizes]
+        problems += [tuple(int(x) for x in sh.split("x")) for sh in args.shapes]  # type: ignore
+        compare_xla(problems, args.threads, args.reps, dt)  # type: ignore
         return
     rng = np.random.default_rng(0)
     blas = _OpenBlas()
