@@ -116,6 +116,27 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def select_cases(ap: argparse.ArgumentParser, corpus: Path, names: list[str],
+                 needs: str = "module.hlo") -> list[Path]:
+    """The corpus's case folders holding the file `needs`, sorted; only those in `names` when
+    any are given (an unknown name is a usage error through `ap`)."""
+    cases = sorted(p for p in (corpus / "cases").iterdir() if (p / needs).exists())
+    if names:
+        unknown = set(names) - {c.name for c in cases}
+        if unknown:
+            ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
+        cases = [c for c in cases if c.name in names]
+    return cases
+
+
+def finish(rows: list[dict[str, Any]], table: str, json_path: Path | None) -> int:
+    """Print `table` and write `rows` as JSON to `json_path` when given; the exit status."""
+    print(table)
+    if json_path:
+        json_path.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table (and write it as JSON with `--json`)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -129,12 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="add a last column: XLA's measured heap temp (tools/xla_heap.py)")
     ap.add_argument("cases", nargs="*", help="case names (default: all)")
     args = ap.parse_args(argv)
-    cases = sorted(p for p in (args.corpus / "cases").iterdir() if (p / "module.hlo").exists())
-    if args.cases:
-        unknown = set(args.cases) - {c.name for c in cases}
-        if unknown:
-            ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-        cases = [c for c in cases if c.name in args.cases]
+    cases = select_cases(ap, args.corpus, args.cases)
     # Import the backend's compiler module before timing anything.
     optimize_module(parse_module(WARM_UP), args.backend, CompileOptions(backend=args.backend))
     rows = []
@@ -148,10 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for row, heap in zip(rows, measure_cases(cases)):
             if "error" not in row:
                 row["xla_heap"] = heap.get("heap_temp", "-")
-    print(format_table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    return finish(rows, format_table(rows), args.json)
 
 
 if __name__ == "__main__":

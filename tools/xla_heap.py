@@ -116,18 +116,13 @@ static void resolve(void) {
   static int busy;
   if (busy) return;
   busy = 1;
-  real_malloc = (malloc_t)dlsym(RTLD_NEXT, "malloc");
-  real_calloc = (calloc_t)dlsym(RTLD_NEXT, "calloc");
-  real_realloc = (realloc_t)dlsym(RTLD_NEXT, "realloc");
-  real_free = (free_t)dlsym(RTLD_NEXT, "free");
-  real_posix_memalign = (pmalign_t)dlsym(RTLD_NEXT, "posix_memalign");
-  real_aligned_alloc = (align_t)dlsym(RTLD_NEXT, "aligned_alloc");
-  real_memalign = (align_t)dlsym(RTLD_NEXT, "memalign");
-  real_valloc = (malloc_t)dlsym(RTLD_NEXT, "valloc");
-  real_pvalloc = (malloc_t)dlsym(RTLD_NEXT, "pvalloc");
-  real_mmap = (mmap_t)dlsym(RTLD_NEXT, "mmap");
-  real_munmap = (munmap_t)dlsym(RTLD_NEXT, "munmap");
-  real_mremap = (mremap_t)dlsym(RTLD_NEXT, "mremap");
+#define LOOKUP(f, type) real_##f = (type)dlsym(RTLD_NEXT, #f)
+  LOOKUP(malloc, malloc_t); LOOKUP(calloc, calloc_t); LOOKUP(realloc, realloc_t);
+  LOOKUP(free, free_t); LOOKUP(posix_memalign, pmalign_t);
+  LOOKUP(aligned_alloc, align_t); LOOKUP(memalign, align_t);
+  LOOKUP(valloc, malloc_t); LOOKUP(pvalloc, malloc_t);
+  LOOKUP(mmap, mmap_t); LOOKUP(munmap, munmap_t); LOOKUP(mremap, mremap_t);
+#undef LOOKUP
   busy = 0;
 }
 #define NEED(f) do { if (!(f)) resolve(); } while (0)
@@ -486,21 +481,14 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, cpus[:args.threads])
     if args.child:
         return child_main(args.child, args.cases, args.repeats)
-    cases = sorted(p for p in (args.corpus / "cases").iterdir()
-                   if (p / "module.stablehlo.mlir").exists())
-    if args.cases:
-        unknown = set(args.cases) - {c.name for c in cases}
-        if unknown:
-            ap.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-        cases = [c for c in cases if c.name in args.cases]
+    from tools.memory_vs_xla import finish, select_cases
+
+    cases = select_cases(ap, args.corpus, args.cases, needs="module.stablehlo.mlir")
     rows = measure_cases(cases, args.repeats, args.threads)
     for row, case in zip(rows, cases):
         if "error" not in row:
             add_xlc_and_meta(row, case)
-    print(format_table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    return finish(rows, format_table(rows), args.json)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,13 @@ def _packed_offset(b: ir.IRBuilder, jc: ir.Value, pc: ir.Value, k: ir.Value, ncr
     return b.add(b.mul(jc, k), b.mul(pc, ncr))
 
 
+def _packed_b_bytes(b: ir.IRBuilder, bl: Blocking, n: ir.Value, k: ir.Value) -> ir.Value:
+    """Bytes of all of B packed once: k x n rounded up to NR columns, + 64 bytes of alignment
+    slack (the twin of `gemm.packed_b_bytes`)."""
+    cols = b.mul(_ceil_div(b, n, bl.nr), i64(bl.nr))
+    return _round64(b, b.add(b.mul(b.mul(k, cols), i64(bl.pt.byte_size)), i64(64)))
+
+
 class _Sizes:
     """The run-time blocking of one call: the IR twin of `gemm.blocking` and
     `gemm._thread_bytes` (keep the two in step)."""
@@ -131,11 +138,8 @@ class _Sizes:
         self.mc = b.select(b.icmp_signed("<", self.mc, i64(mr)), i64(mr), self.mc)
         self.nc = smin(b, i64(max(nr, bl.nc // nr * nr)), b.mul(_ceil_div(b, n, nr), i64(nr)))
         self.nc = b.select(b.icmp_signed("<", self.nc, i64(nr)), i64(nr), self.nc)
-        esz = i64(bl.pt.byte_size)
-        self.esz = esz
-        # all of B packed once: k x n rounded up to NR columns (+ 64 bytes of alignment slack)
-        self.packed_bytes = _round64(b, b.add(b.mul(b.mul(k, b.mul(
-            _ceil_div(b, n, nr), i64(nr))), esz), i64(64)))
+        self.esz = i64(bl.pt.byte_size)
+        self.packed_bytes = _packed_b_bytes(b, bl, n, k)
 
     def slot_parts(self, b: ir.IRBuilder, bl: Blocking, split_m: ir.Value, per: ir.Value
                    ) -> tuple[ir.Value, ir.Value]:
@@ -291,12 +295,11 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
     # SPLIT_M_PANELS row panels whose B packed takes at most PACK_ONCE_BYTES (the twin of
     # `gemm._split_m`)
     m_panels, n_panels = _ceil_div(b, m, bl.mr), _ceil_div(b, n, bl.nr)
-    whole_b = _round64(b, b.add(b.mul(b.mul(k, b.mul(n_panels, i64(bl.nr))),
-                                      i64(bl.pt.byte_size)), i64(64)))
+    fits_once = b.icmp_signed("<=", _packed_b_bytes(b, bl, n, k), i64(PACK_ONCE_BYTES))
     split_m = b.or_(b.icmp_signed(">", m_panels, n_panels),
                     b.and_(b.and_(b.icmp_signed("==", batch, i64(1)),
                                   b.icmp_signed(">=", m_panels, i64(SPLIT_M_PANELS))),
-                           b.icmp_signed("<=", whole_b, i64(PACK_ONCE_BYTES))))
+                           fits_once))
     # read there only where shares split m of one batch (each share then needs all of B)
     use_packed = b.and_(once, b.and_(split_m, b.icmp_signed("==", batch, i64(1))))
     sz = _Sizes(b, bl, m, n, k, use_packed)

@@ -91,8 +91,8 @@ class GemmWorkspaceShrink(WorkspaceShrink):
         plan = packed_gemm_plan(gemm_call_dot(call), self.threads)
         if plan is None:
             return None
-        # not monotonic in the threads: one thread packs a whole A block and B block, where
-        # several split m and share one block of B packed once
+        # not monotonic in the threads: split along n, one thread packs a whole KC x NC block
+        # of B, several threads each a block of their narrower share of the columns
         sizes = {n: scratch_bytes(plan.spec, n)
                  for n in range(1, recommended_threads(plan.spec, self.threads) + 1)}
         fits = [n for n, size in sizes.items() if size <= share]
