@@ -359,7 +359,28 @@ def _wide_dot_t(b: _Builder) -> None:
            f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
 
 
-WORKSPACE_STEPS = (_wide_dot, _wide_dot, _wide_dot_t, _unary, _binary, _transpose, _reduce)
+def _square_dot(b: _Builder) -> None:
+    """A layer with a square weight, y @ w or y @ w.T, whose lhs y (= -x) is read by nothing
+    else: with 33..256 columns and rows enough to split among threads (x drawn so half the
+    time) the CPU GEMM stores the result over y, where y dies (`gemm.writes_over_a`)."""
+    if b.ty not in ("f32", "f64"):
+        return
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty == b.ty and 32 < v.dims[1] <= 256
+               and v.dims[0] >= 224)
+    if x is None or b.draw(st.booleans()):  # else a layer of its own, over a new input
+        x = b.param(b.ty, b.draw(st.sampled_from([(1000, 64), (256, 256), (300, 100),
+                                                   (230, 129), (231, 40)])))
+    k = x.dims[1]
+    y = b.emit(x.ty, x.dims, f"negate({x.name})")
+    b.values.remove(y)  # read by the dot alone: it dies there
+    w = b.param(x.ty, (k, k), _weight_scale(k))
+    rc = b.draw(st.sampled_from([0, 1]))
+    b.emit(x.ty, x.dims,
+           f"dot({y.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{{rc}}}")
+
+
+WORKSPACE_STEPS = (_wide_dot, _wide_dot, _wide_dot_t, _square_dot, _square_dot, _unary,
+                   _binary, _transpose, _reduce)
 """Steps whose big programs reach the CPU's workspace custom-calls (GEMM dots, and with
 `_sort` added where it is defined, sorts of long lines)."""
 

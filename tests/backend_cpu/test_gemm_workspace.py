@@ -8,7 +8,13 @@ import pytest
 import xlc
 from tests.backend_cpu.helpers import check, rand
 from tests.passes.filecheck import assert_same_numerics, filecheck, printed, run_passes
-from xlc.backend_cpu.gemm import GemmSpec, recommended_threads, scratch_bytes
+from xlc.backend_cpu.gemm import (
+    GemmSpec,
+    compile_gemm,
+    recommended_threads,
+    scratch_bytes,
+    writes_over_a,
+)
 from xlc.backend_cpu.gemm_workspace import GemmWorkspace
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.parser import parse_module
@@ -188,3 +194,69 @@ def test_shrunk_gemm_workspace_takes_the_most_threads_that_fit_else_the_smallest
     assert shrink.smaller(call, sizes[8]) == (sizes[8], "8 thread(s)")
     assert shrink.smaller(call, sizes[3]) == (sizes[3], "3 thread(s)")
     assert shrink.smaller(call, sizes[2] - 1) == (sizes[2], "2 thread(s)")  # none fits
+
+
+def _square(m: int, k: int, dtype: str = "float32", **kw: object) -> GemmSpec:
+    """C = A @ B for row-major A (m x k) and B (k x k), C row-major like A."""
+    return GemmSpec(m, k, k, 1, (0, k, 1), (0, k, 1), (0, k, 1), np.dtype(dtype), **kw)
+
+
+def test_which_gemms_may_store_c_over_a() -> None:
+    """C may lie over A only where each A row is packed by the share owning that row before
+    the same C row is stored: one block of k, of n and of packed B, rows split among the
+    shares, A packed (not read in place), C with A's strides."""
+    assert writes_over_a(_square(2048, 256)) and writes_over_a(_square(300, 100))
+    assert not writes_over_a(_square(2048, 300))         # two k blocks: A read again later
+    assert not writes_over_a(_square(2048, 256, "float64"))  # two column blocks of packed B
+    assert not writes_over_a(_square(2048, 256, accumulate=True))
+    assert not writes_over_a(_square(40, 256))           # split along n: shares share rows
+    assert not writes_over_a(_square(2048, 32))          # one NR panel: A read in place
+    assert not writes_over_a(_square(16, 16))            # the plain loop nest
+    rect = GemmSpec(2048, 128, 256, 1, (0, 256, 1), (0, 128, 1), (0, 128, 1))
+    assert not writes_over_a(rect)
+    at = GemmSpec(2048, 256, 256, 1, (0, 1, 2048), (0, 256, 1), (0, 256, 1))
+    assert not writes_over_a(at)                         # A column-major: other strides
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m,k", [(2048, 256), (300, 100), (1001, 64), (230, 256)])
+def test_gemm_stores_c_over_a_correctly(m: int, k: int, threads: int) -> None:
+    """Where `writes_over_a`, the GEMM called with C = A (one array) gives A @ B, on one
+    thread and on two (several shares per thread)."""
+    spec = _square(m, k)
+    assert writes_over_a(spec)
+    a, b = rand(m, k), rand(k, k, seed=1)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    g = compile_gemm(spec, threads)
+    got = g(a, b, a)
+    assert got is a
+    np.testing.assert_allclose(a, want, rtol=2e-4, atol=2e-4)
+
+
+BACKWARD = """HloModule backward
+ENTRY e {
+  g = f32[1024,256] parameter(0)
+  w = f32[256,256] parameter(1)
+  dz = f32[1024,256] tanh(g)
+  dh = f32[1024,256] dot(dz, w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  ROOT r = f32[1024,256] exponential(dh)
+}
+"""
+
+
+def test_a_layers_backward_gemm_writes_over_its_dying_lhs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """dh = dz @ w.T with a square w: the GEMM's result takes dz's buffer (dz dies there),
+    one activation-sized buffer less; the values match the evaluator. The emitter refuses
+    a result over an operand its GEMM cannot write over."""
+    from xlc.backend_cpu import compile_cpu, emit_gemm
+
+    exe = compile_cpu(parse_module(BACKWARD))
+    call = next(i for i in exe.module.entry.instructions if i.opcode.text == "custom-call")
+    assert "output_may_reuse_lhs={1}" in call.to_text()
+    assert exe.assignment.slice_of(call, (0,)) == exe.assignment.slice_of(call.operands[0])
+    check(BACKWARD, rand(1024, 256), rand(256, 256, seed=1), rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(emit_gemm, "writes_over_a", lambda spec: False)
+    with pytest.raises(xlc.LoweringError, match=r"^CPU backend: the result of dh\.gemm "
+                       r"overlaps its lhs dz, which its GEMM cannot do$"):
+        compile_cpu(parse_module(BACKWARD))

@@ -71,3 +71,24 @@ def test_random_aliased_programs_in_the_emulator(prog: Program) -> None:
     for k, (g, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(g, w, rtol=prog.tolerance, atol=prog.tolerance,
                                    err_msg=f"result {k} of\n{prog.text}")
+
+
+@pytest.mark.parametrize("rows,cols,dims", [(48, 40, "0"), (40, 96, "1"), (33, 40, "0")])
+def test_bias_gradient_fusion_writes_dz_over_dh_in_the_emulator(rows: int, cols: int,
+                                                                 dims: str) -> None:
+    """The GPU side of dz stored over dh in the bias gradient's fusion (column and row
+    kernels): the buffers are shared and the emulated kernels match the evaluator."""
+    from tests.backend_cpu.test_output_sharing import BIAS_GRAD
+
+    text = BIAS_GRAD.format(r=rows, c=cols, dims=dims, kept=cols if dims == "0" else rows)
+    exe = compile_text(text)
+    fusion = next(i for i in exe.module.entry.instructions
+                  if i.opcode.text == "fusion" and i.shape.is_tuple)
+    dh = next(o for o in fusion.operands if o.name == "dh")
+    assert exe.assignment.slice_of(fusion, (1,)) == exe.assignment.slice_of(dh)
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32)
+            for s in ((rows, 64), (64, cols), (rows, cols), (cols, 48))]
+    got = Emulator(exe).run([a.copy() for a in args])
+    for g, w in zip(got, _want(text, args)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

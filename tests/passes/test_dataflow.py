@@ -255,3 +255,84 @@ def test_scatter_and_declared_output_to_operand_aliasing() -> None:
     assert df.must_alias(y, s) and df.must_alias(z, c) and not df.must_alias(s, z)
     # the reduce lambda of the scatter is embedded (thread-local)
     assert computation_kinds(m)[m.computation("add_f32")] == "embedded"
+
+
+BIAS_GRAD = """
+HloModule bias_grad
+
+add_f32 {
+  l = f32[] parameter(0)
+  r = f32[] parameter(1)
+  ROOT s = f32[] add(l, r)
+}
+
+dz_and_db {
+  dh = f32[64,32]{1,0} parameter(0)
+  x = f32[64,32]{1,0} parameter(1)
+  one = f32[] constant(1)
+  ones = f32[64,32]{1,0} broadcast(one), dimensions={}
+  sq = f32[64,32]{1,0} multiply(x, x)
+  d = f32[64,32]{1,0} subtract(ones, sq)
+  dz = f32[64,32]{1,0} multiply(dh, d)
+  zero = f32[] constant(0)
+  db = f32[32]{0} reduce(dz, zero), dimensions={0}, to_apply=add_f32
+  ROOT t = (f32[32]{0}, f32[64,32]{1,0}) tuple(db, dz)
+}
+
+softmax_like {
+  s = f32[64,32]{1,0} parameter(0)
+  z0 = f32[] constant(0)
+  m = f32[64]{0} reduce(s, z0), dimensions={1}, to_apply=add_f32
+  mb = f32[64,32]{1,0} broadcast(m), dimensions={0}
+  e = f32[64,32]{1,0} subtract(s, mb)
+  ROOT t2 = (f32[64]{0}, f32[64,32]{1,0}) tuple(m, e)
+}
+
+shifted {
+  v = f32[64,32]{1,0} parameter(0)
+  rv = f32[64,32]{1,0} reverse(v), dimensions={0}
+  z1 = f32[] constant(0)
+  sv = f32[32]{0} reduce(rv, z1), dimensions={0}, to_apply=add_f32
+  ROOT t3 = (f32[32]{0}, f32[64,32]{1,0}) tuple(sv, v)
+}
+
+twice {
+  p = f32[64,32]{1,0} parameter(0)
+  q = f32[64,32]{1,0} parameter(1)
+  z2 = f32[] constant(0)
+  sp = f32[32]{0} reduce(q, z2), dimensions={0}, to_apply=add_f32
+  n = f32[64,32]{1,0} negate(p)
+  ROOT t4 = (f32[32]{0}, f32[64,32]{1,0}) tuple(sp, n)
+}
+
+ENTRY main {
+  h0 = f32[64,32]{1,0} parameter(0)
+  x0 = f32[64,32]{1,0} parameter(1)
+  g = f32[64,32]{1,0} negate(h0)
+  f = (f32[32]{0}, f32[64,32]{1,0}) fusion(g, x0), kind=kInput, calls=dz_and_db
+  sm = (f32[64]{0}, f32[64,32]{1,0}) fusion(g), kind=kInput, calls=softmax_like
+  sh = (f32[32]{0}, f32[64,32]{1,0}) fusion(g), kind=kInput, calls=shifted
+  bc = f32[64,32]{1,0} bitcast(g)
+  tw = (f32[32]{0}, f32[64,32]{1,0}) fusion(g, bc), kind=kInput, calls=twice
+  ROOT r = ((f32[32]{0}, f32[64,32]{1,0}), (f32[64]{0}, f32[64,32]{1,0}),
+            (f32[32]{0}, f32[64,32]{1,0}), (f32[32]{0}, f32[64,32]{1,0})) tuple(f, sm, sh, tw)
+}
+"""
+
+
+def test_input_fusion_output_may_take_an_operand_its_reduce_reads_at_the_same_index() -> None:
+    """A kInput fusion's elementwise output may reuse an operand that its reduce also reads,
+    when every read of the operand is at the index being written (the bias gradient's
+    fusion: dz over dh, db = column sum of dz); not when the reduce's result is read back
+    inside (softmax-like), the operand is read at other indices (reverse), or another operand
+    is the same storage (a bitcast of it)."""
+    m = parse_module(BIAS_GRAD, verify=True)
+    e = m.entry
+    g = e.instruction("g")
+    f = e.instruction("f")
+    assert can_share_operand_buffer(g, f, (), (1,))
+    assert can_share_operand_buffer(e.instruction("x0"), f, (), (1,))
+    assert not can_share_operand_buffer(g, f, (), (0,))  # the reduce's output: other shape
+    assert not can_share_operand_buffer(g, e.instruction("sm"), (), (1,))
+    assert not can_share_operand_buffer(g, e.instruction("sh"), (), (1,))
+    assert not can_share_operand_buffer(g, e.instruction("tw"), (), (1,))

@@ -19,7 +19,7 @@ import logging
 
 from llvmlite import ir
 
-from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, i64
+from xlc.backend_cpu.emitter import CpuEmitter, FnCtx, Kernel, i64, slices_overlap
 from xlc.backend_cpu.gemm import (
     emit_gemm,
     emit_gemm_entry,
@@ -27,6 +27,7 @@ from xlc.backend_cpu.gemm import (
     packs_b_once,
     recommended_threads,
     scratch_bytes,
+    writes_over_a,
 )
 from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen import llvm_utils as lu
@@ -45,6 +46,14 @@ def emit_gemm_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
         raise LoweringError(f"CPU backend: {inst.name} is a '{GEMM_TARGET}' custom-call whose "
                             "dot is no packed GEMM")
     lhs, rhs = inst.operands
+    out = em.slice(inst, (0,))
+    for what, operand in (("lhs", lhs), ("rhs", rhs)):
+        sl = em.slice(operand, ())
+        # the result may lie over its lhs only where the GEMM stores it correctly there
+        if slices_overlap(out, sl) and not (what == "lhs" and sl == out and not plan.loops
+                                            and writes_over_a(plan.spec)):
+            raise LoweringError(f"CPU backend: the result of {inst.name} overlaps its {what} "
+                                f"{operand.name}, which its GEMM cannot do")
     k = em.kernel(ctx, inst.name, [(inst, (0,)), (inst, (1,)), (lhs, ()), (rhs, ())])
     emit_gemm_dot(em, k, inst.name, plan, [k.ptr(lhs), k.ptr(rhs), k.ptr(inst, (0,))],
                   k.ptr(inst, (1,)), inst.shape.tuple_shapes[1].dims[0])  # type: ignore[index]

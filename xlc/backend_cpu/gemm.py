@@ -81,7 +81,7 @@ from xlc.hlo.shape import PrimitiveType
 __all__ = ["GemmSpec", "CompiledGemm", "emit_gemm", "emit_gemm_entry", "scratch_bytes",
            "compile_gemm", "recommended_threads", "gemm_shares", "packs_b_once", "reads_in_place",
            "packed_b_bytes", "use_simple", "uses_row_dots", "packs_nothing", "blocking",
-           "simple_loop_order", "b_blocks"]
+           "simple_loop_order", "b_blocks", "writes_over_a"]
 
 log = logging.getLogger("xlc.backend_cpu")
 
@@ -326,6 +326,19 @@ def b_blocks(spec: GemmSpec) -> list[tuple[int, int, GemmSpec]]:
     return out if all(packs_b_once(s) for _, _, s in out) else [(0, 0, spec)]
 
 
+def writes_over_a(spec: GemmSpec) -> bool:
+    """True when C may be stored where A is (the dot's output taking its dying lhs's buffer):
+    C[r, j] lands on A[r, j] (same strides, n == k), A is packed (not read in place), the
+    call has one block of k (so of n: n == k) and of packed B, and the shares split m, so every
+    A row is packed by the share that owns it before that share stores the same row of C,
+    and never read again. One batch, not accumulating."""
+    if packs_nothing(spec) or spec.accumulate or spec.batch != 1 or spec.k != spec.n:
+        return False
+    bl = blocking(spec)
+    return (spec.a_strides[1:] == spec.c_strides[1:] and spec.k <= _BLOCKING[spec.dtype]["kc"]
+            and spec.n > bl.nr and _split_m(spec, bl) and len(b_blocks(spec)) == 1)
+
+
 def scratch_bytes(spec: GemmSpec, nthreads: int) -> int:
     """Bytes of packing scratch `emit_gemm`'s function needs when run with `nthreads`
     threads, i.e. in exactly `gemm_shares(spec, nthreads)` shares with slots 0 .. nthreads-1
@@ -380,8 +393,8 @@ def emit_gemm(llvm_module: ir.Module, name: str, spec: GemmSpec) -> None:
     scratch was sized for."""
     fn = ir.Function(llvm_module, ir.FunctionType(lu.VOID, [lu.PTR] * 4 + [lu.I64] * 3),
                      name=name)
-    for arg in fn.args[:3]:
-        arg.add_attribute("noalias")
+    # A and C are not noalias: C may be stored over A (`writes_over_a`)
+    fn.args[1].add_attribute("noalias")
     a, bm, c, scratch, share, nshares, slot = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ety = lu.value_type(spec.dtype)

@@ -170,7 +170,7 @@ def _emit_blocked(module: ir.Module, name: str, bl: Blocking) -> ir.Function:
         f.attributes.add("noinline")
     fn, b = new_function(module, f"{name}.blocked",
                          [lu.PTR] * 3 + [lu.I64] * 4 + [lu.PTR] * 4 + [lu.I1],
-                         noalias=(0, 1, 2, 7, 8))
+                         noalias=(1, 7, 8))  # C may be stored over A (`gemm.writes_over_a`)
     a, bmat, c, m0, m1, n0, n1, ap, bp, params, bpre, unpacked = fn.args
     packed_once = b.icmp_unsigned("!=", b.ptrtoint(bpre, lu.I64), i64(0))
     # the first 14 values only: code compiled before passes no "B packed once"
@@ -278,8 +278,7 @@ def emit_library_gemm(module: ir.Module, bl: Blocking) -> ir.Function:
     impl = ir.Function(module, ir.FunctionType(lu.VOID, list(SHARES_TYPE.args) + [lu.I64]),
                        name=f"{name}.impl")
     impl.linkage = "internal"
-    for arg in impl.args[:3]:
-        arg.add_attribute("noalias")
+    impl.args[1].add_attribute("noalias")  # not A and C: C may be stored over A
     a, bm, c, scratch, share, nshares, slot, params, packed_once = impl.args
     b = ir.IRBuilder(impl.append_basic_block("entry"))
     ety = bl.ety

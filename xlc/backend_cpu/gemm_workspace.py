@@ -15,7 +15,10 @@ becomes
     d = f32[m,n] get-tuple-element(d.gemm), index=0
 
 and the buffer assignment places the u8[S] workspace like any temp, live only during the call
-(the heap simulator reuses it for the next GEMM's workspace and for other temps).
+(the heap simulator reuses it for the next GEMM's workspace and for other temps). Where the
+GEMM can store its result over A (`gemm.writes_over_a`: a square weight, n == k <= KC, rows
+split among the shares: an MLP's backward `dh @ w.T`), the backend_config also says
+`output_may_reuse_lhs={1}`, and the result may take a's buffer when a dies there.
 `emit_gemm.emit_gemm_call` emits the custom-call; `xlc/hlo/gemm_call.py` defines it (the
 evaluator runs it as the dot).
 
@@ -35,7 +38,7 @@ from xlc.backend_cpu.workspace import (
     add_workspace_call,
     replace_keeping_name,
 )
-from xlc.hlo.gemm_call import GEMM_TARGET, encode_dims, gemm_call_dot
+from xlc.hlo.gemm_call import GEMM_TARGET, encode_config, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction
 from xlc.hlo.opcodes import Opcode
 
@@ -52,7 +55,7 @@ class GemmWorkspace(WorkspacePass):
     def rewrite(self, comp: HloComputation, dot: HloInstruction) -> bool:
         """Replace `dot` if it runs on the packed GEMM; True if it did."""
         from xlc.backend_cpu.emit_dot import packed_gemm_plan
-        from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes
+        from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes, writes_over_a
 
         plan = packed_gemm_plan(dot, self.threads)
         if plan is None:
@@ -60,8 +63,9 @@ class GemmWorkspace(WorkspacePass):
         nbytes = scratch_bytes(plan.spec, recommended_threads(plan.spec, self.threads))
         if nbytes == 0:
             return False
+        reuse = not plan.loops and writes_over_a(plan.spec)
         call = add_workspace_call(comp, dot, [dot.shape], nbytes, GEMM_TARGET,
-                                  encode_dims(dot), "gemm")
+                                  encode_config(dot, reuse), "gemm")
         out = replace_keeping_name(comp, dot, HloInstruction(
             Opcode.GET_TUPLE_ELEMENT, dot.shape, (call,), {"index": 0}, name=dot.name))
         log.debug("gemm-workspace: %s packs into %d bytes of workspace", out.name, nbytes)

@@ -276,8 +276,11 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
                 new = combine_partials(em, b, red, [b.load(s) for s in ss], xs)
                 for s, v in zip(ss, new):
                     b.store(v, s)
-            for inst, sidx in loops:
-                k.write(out, full, gen.generate(inst, full), sidx)
+            # every output's element first, then the stores: an elementwise output may take
+            # the buffer of an operand another output reads at this index (`alias_rules`)
+            values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
+            for v, sidx in values:
+                k.write(out, full, v, sidx)
         gen.clear_cache()
         oidx = [kidx[d] for d in sorted(kept)]
         for (_red, sidxs), ss in zip(heroes, slots):

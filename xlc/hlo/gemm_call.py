@@ -5,7 +5,10 @@ GEMM calls, whose scratch becomes an extra output that buffer assignment places)
              backend_config="lhs_batch_dims={};rhs_batch_dims={};lhs_contracting_dims={1};..."
 
 Output {0} is `dot(a, b)` with the dimension numbers in `backend_config`; output {1} is S bytes
-of scratch whose contents are unspecified. The CPU backend's `gemm-workspace` pass makes these
+of scratch whose contents are unspecified. `output_may_reuse_lhs={1}` in `backend_config` says
+that the backend's GEMM stores output {0} correctly over `a` (`xlc.backend_cpu.gemm.
+writes_over_a`): the buffer assignment may then give the output a's buffer where a dies at the
+call (`xlc.passes.alias_rules`). The CPU backend's `gemm-workspace` pass makes these
 calls; the evaluator runs them as the dot (workspace zeros), so every optimized CPU module
 stays evaluable.
 """
@@ -28,6 +31,29 @@ def encode_dims(dot: HloInstruction) -> str:
     parts = [f"{key}={{{','.join(str(int(d)) for d in dot.attrs.get(key, ()))}}}"
              for key in DIM_KEYS]
     return '"' + ";".join(parts) + '"'
+
+
+REUSE_LHS_KEY = "output_may_reuse_lhs"
+"""The backend_config entry (`{1}`) of a call whose output may be stored over its lhs."""
+
+
+def encode_config(dot: HloInstruction, reuse_lhs: bool = False) -> str:
+    """The custom-call's backend_config text (quoted): the dot's dimension numbers, and
+    REUSE_LHS_KEY when `reuse_lhs`."""
+    text = encode_dims(dot)
+    return text[:-1] + f";{REUSE_LHS_KEY}={{1}}\"" if reuse_lhs else text
+
+
+def is_gemm_call(inst: HloInstruction) -> bool:
+    """Whether `inst` is a `__xlc$gemm` custom-call."""
+    return inst.opcode is Opcode.CUSTOM_CALL and \
+        inst.attrs.get("custom_call_target") == GEMM_TARGET
+
+
+def may_reuse_lhs(call: HloInstruction) -> bool:
+    """Whether `__xlc$gemm` custom-call `call` may store its output {0} over its lhs."""
+    raw = call.get_extra("backend_config") or ""
+    return any(m.group(1) == REUSE_LHS_KEY and m.group(2) == "1" for m in _ENTRY.finditer(raw))
 
 
 def gemm_call_dot(call: HloInstruction) -> HloInstruction:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from xlc.hlo.gemm_call import is_gemm_call, may_reuse_lhs
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape, ShapeIndex, default_layout
@@ -196,6 +197,43 @@ def _transitive_uses_elementwise(param: HloInstruction) -> bool:
     return True
 
 
+def _read_at_own_index(param: HloInstruction, root: HloInstruction) -> bool:
+    """Inside a kInput fusion with a tuple root: does every use of `param` read element i only
+    to compute the outputs at index i? Allowed paths: elementwise ops over the parameter's dims
+    into the root tuple (elementwise outputs), or into a data operand of a reduce over the
+    parameter's dims that is itself only a root output (a hero: element i is added to its sum
+    when the emitters visit i, before they store the elementwise outputs at i - `write_all`)."""
+    if root.opcode is not Opcode.TUPLE:
+        return False
+    dims = tuple(param.shape.dims)
+    work, seen = [param], {id(param)}
+    while work:
+        inst = work.pop()
+        for user in inst.users:
+            if user is root:
+                continue
+            if user.opcode is Opcode.REDUCE:
+                n = len(user.operands) // 2
+                if (any(op is inst for op in user.operands[n:])
+                        or any(u is not root for u in user.users)
+                        or tuple(user.operands[0].shape.dims) != dims):
+                    return False
+                continue
+            if not user.opcode.is_elementwise or tuple(user.shape.dims) != dims:
+                return False
+            if id(user) not in seen:
+                seen.add(id(user))
+                work.append(user)
+    return True
+
+
+def _elementwise_output(root: HloInstruction | None, index: ShapeIndex) -> bool:
+    """Whether output `index` of a fusion with root `root` is a tuple element that no reduce
+    computes (an elementwise output of a kInput fusion)."""
+    return (root is not None and root.opcode is Opcode.TUPLE and len(index) == 1
+            and root.operands[index[0]].opcode is not Opcode.REDUCE)
+
+
 def _row_reduction_dims(red: HloInstruction) -> tuple[list[int], list[int]] | None:
     """(kept dims, reduced dims) of a single-output reduce whose physically minor input
     dimension is reduced (a row reduction), else None."""
@@ -269,6 +307,16 @@ def _share_fusion(operand: HloInstruction, user: HloInstruction, slots: list[int
             else root
         if _reads_only_its_row(fused.parameter(slots[0]), out):
             return True
+    if kind == "kInput" and _elementwise_output(fused.root, user_index):
+        # An elementwise output reusing an operand that a reduce of the fusion also reads
+        # (the bias gradient's fusion: dz = dh * (1 - x^2) into dh's buffer, and the column
+        # sum of dz). Emitter contract (`write_all`, CPU and GPU): every input index is visited
+        # once; at it, each reduce adds its element and then every elementwise output is
+        # computed before any is stored.
+        root = fused.root
+        assert root is not None
+        if all(_read_at_own_index(fused.parameter(k), root) for k in slots):
+            return True
     if kind in ("kLoop", "kInput"):
         # Emitter contract: for each index, every output's element is computed before any is
         # stored (an output may take the buffer of an operand another output reads).
@@ -294,15 +342,29 @@ def _share_sort(operand: HloInstruction, user: HloInstruction, slots: list[int],
     return user_index == want
 
 
+def _read_elsewhere(operand: HloInstruction, operand_index: ShapeIndex, user: HloInstruction,
+                    slots: list[int]) -> bool:
+    """Whether another operand of `user` (not at `slots`) holds the same value as `operand`
+    at `operand_index` (a bitcast or get-tuple-element of it): `user` would read that storage
+    at other indices too, so writing its output there is unsafe."""
+    src = value_source(operand, operand_index)
+    return any(value_source(o) == src for k, o in enumerate(user.operands)
+               if k not in slots and not o.shape.is_tuple)
+
+
 def can_share_operand_buffer(operand: HloInstruction, user: HloInstruction,
                              operand_index: ShapeIndex = (), user_index: ShapeIndex = ()) -> bool:
     """XLA's CanShareOperandBufferWithUser: may `user`'s output at `user_index` reuse the
     buffer of `operand` at `operand_index` once that is dead? Requires `operand` to be an
     operand of `user`. Never for constants; the subshapes (with layout) must be equal; true for
-    in-place pairs, loop/input fusions using the operand only elementwise, a row-reduction
-    output of an input fusion whose operand is read per row only (see `_share_fusion` for the
-    emitter contract), output fusions `add(dot, X)` for X, while/conditional, sort's matching
-    element (also of a `__xlc$sort` custom-call), and elementwise users."""
+    in-place pairs, loop/input fusions using the operand only elementwise, an elementwise
+    output of an input fusion whose operand is read only at the index written (its reduces
+    included), a row-reduction output of an input fusion whose operand is read per row only
+    (see `_share_fusion` for the emitter contracts), output fusions `add(dot, X)` for X,
+    while/conditional, sort's matching element (also of a `__xlc$sort` custom-call), a
+    `__xlc$gemm` call's result over its lhs where the call says it may
+    (`output_may_reuse_lhs`), and elementwise users. Never when another operand of `user`
+    is the same storage (a bitcast of it), except for while/conditional."""
     if operand.opcode is Opcode.CONSTANT:
         return False
     slots = [k for k, o in enumerate(user.operands) if o is operand]
@@ -317,12 +379,19 @@ def can_share_operand_buffer(operand: HloInstruction, user: HloInstruction,
         return True
     if user.opcode in (Opcode.DYNAMIC_UPDATE_SLICE, Opcode.SCATTER):
         return False
+    if user.opcode not in (Opcode.WHILE, Opcode.CONDITIONAL) and \
+            _read_elsewhere(operand, operand_index, user, slots):
+        return False
     if user.opcode is Opcode.FUSION:
         return _share_fusion(operand, user, slots, user_index)
     if user.opcode in (Opcode.WHILE, Opcode.CONDITIONAL):
         return True
     if user.opcode is Opcode.SORT:
         return _share_sort(operand, user, slots, user_index)
+    if is_gemm_call(user) and may_reuse_lhs(user):
+        # the GEMM stores row r of its result only after packing row r of its lhs (`xlc.
+        # backend_cpu.gemm.writes_over_a`)
+        return slots == [0] and user_index == (0,)
     if is_sort_call(user):  # a sort with a workspace output: element k is operand k sorted
         return len(slots) == 1 and user_index == (slots[0],)
     return user.opcode.is_elementwise and not a.is_tuple

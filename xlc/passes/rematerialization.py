@@ -25,6 +25,10 @@ time.
    their own backward step) keeps only the earlier copy when stretching it to the later uses
    keeps the modelled peak under the target; the later copy and the chain that only fed it
    are dropped (`_share_clones`; "reused ..." in `actions`).
+The model counts storage handed over once: where the assignment wrote a value over its dying
+operand (`ba.shares`), the two do not add up at that step while the operand's range still ends
+there, and a plan that extends such an operand pays for the handover it breaks. A value the
+pass moved is not moved again (two moved values would trade places round after round).
 The target starts at the limit less the non-temp bytes (parameters, outputs) and is
 scaled by the packing overhead the heap simulator showed (allocation size / modelled peak).
 
@@ -123,7 +127,25 @@ class _Model:
             owners = {b.instruction for b in aset.buffers}
             if len(owners) == 1:  # dropped with its instruction (see _remove_dead)
                 self.defined.setdefault(aset.buffers[0].instruction.uid, []).append(r)
+        # operand reuse (`ba.shares`): a value written over its dying operand's storage by an
+        # entry instruction does not add its bytes where the operand's range ends, as long as
+        # that range still ends there and the value's still starts there (`curve`)
+        self.handovers: list[tuple[_Range, _Range, HloInstruction]] = []
+        for sh in ba.shares:
+            a, b = self.of_set.get(sh.operand_set.id), self.of_set.get(sh.user_set.id)
+            if a is not None and b is not None and sh.user.parent is self.entry \
+                    and a.end is sh.user and b.start is sh.user:
+                self.handovers.append((a, b, sh.user))
         self.renumber()
+
+    def handover(self, r: _Range) -> HloInstruction | None:
+        """The instruction that writes a value over `r`'s storage as `r` ends, while that
+        handover still holds; else None."""
+        for a, b, user in self.handovers:
+            if a is r and a.end is user and b.start is user and b in self.ranges \
+                    and user.uid in self.pos:
+                return user
+        return None
 
     def renumber(self) -> None:
         self.pos = {inst.uid: i for i, inst in enumerate(self.seq)}
@@ -134,6 +156,12 @@ class _Model:
         for r in self.ranges:
             delta[self.pos[r.start.uid]] += r.size
             delta[self.pos[r.end.uid] + 1] -= r.size
+        for a, b, user in self.handovers:
+            if a.end is user and b.start is user and user.uid in self.pos and b in self.ranges \
+                    and a in self.ranges:
+                p = self.pos[user.uid]
+                delta[p] -= min(a.size, b.size)
+                delta[p + 1] += min(a.size, b.size)
         out, acc = [], 0
         for d in delta[:-1]:
             acc += d
@@ -268,6 +296,7 @@ class Rematerialization:
         self.recomputed_seconds = 0.0
         self.depth = FIRST_CHAIN
         self.origin: dict[int, int] = {}  # clone uid -> uid of the value it recomputes
+        self.moved: set[int] = set()  # uids of clones a move made (never moved again)
 
     def run_budget(self, module: HloModule, assignment: BufferAssignment, limit: int) -> bool:
         """Recompute values at the modelled peak until it is under the target; True when
@@ -378,6 +407,8 @@ class Rematerialization:
                 continue
             for deep in (False, True):
                 plan = self._plan(model, inst, r, later, at, deep)
+                if plan is not None and plan.seconds == 0 and inst.uid in self.moved:
+                    continue  # two moved values would only swap places, round after round
                 if plan is not None and (best is None or plan.seconds * best.saved
                                          < best.seconds * plan.saved):
                     best = plan
@@ -407,7 +438,10 @@ class Rematerialization:
                 writer = model.next_writer(o)
                 if writer is not None and writer < use:
                     return None
-                short = [x for x in model.operand_ranges(o) if model.pos[x.end.uid] < at]
+                # ranges that now reach across `at`: those ending before it, and one ending
+                # at it by handing its storage over (kept longer, the storage is not shared)
+                short = [x for x in model.operand_ranges(o) if model.pos[x.end.uid] < at
+                         or (model.pos[x.end.uid] == at and model.handover(x) is not None)]
                 if not short:
                     continue
                 if deep and recomputable_member(o) and _work(members) < self.depth and \
@@ -460,16 +494,27 @@ class Rematerialization:
             nr = _Range(size, c, end)
             model.ranges.append(nr)
             model.own[c.uid] = nr
+            if m is value:  # a later user that wrote over the value now writes over the clone
+                model.handovers += [(nr, b, u) for a, b, u in model.handovers
+                                    if a is r and u in plan.later]
             for o in set(c.operands):
                 for orange in model.operand_ranges(o):
                     if model.pos[orange.end.uid] < model.pos[c.uid]:
                         orange.end = c
+        if value.opcode is Opcode.GET_TUPLE_ELEMENT and value.operands[0].uid in clones:
+            # the clone's value is element {0} of its GEMM clone (one storage from the GEMM
+            # on, as in the assignment): the GEMM's own range keeps only the scratch
+            gemm = clones[value.operands[0].uid]
+            model.own[gemm.uid].size -= r.size
+            model.own[gemm.uid].end = gemm
+            model.own[root.uid].start = gemm
         earlier = [u for u in value.users]
         if earlier or value.is_root:
             r.end = max(earlier, key=lambda u: model.pos[u.uid]) if earlier else r.end
             verb = "recomputed"
         else:
             verb = "moved"
+            self.moved.add(root.uid)
             model.ranges.remove(r)
             _remove_dead(module, model, value)
         model.renumber()
