@@ -9,7 +9,9 @@ Programs (SGD steps with donated parameters, f32):
 - `jax_mlp16`: the same MLP step traced by JAX (`jax.jit(...).lower().as_text(dialect="hlo")`)
   and compiled from its HLO (skipped without jax).
 
-For each: the unconstrained compile's peak_bytes, then for each `--fractions` value the
+For each: the unconstrained compile's temp bytes beside XLA's for the same step traced by JAX
+(`memory_analysis().temp_size_in_bytes`, when jax is importable) and its peak_bytes, then for
+each `--fractions` value the
 constrained compile's peak, whether it fits, the largest absolute difference of its outputs
 from the unconstrained run's (same inputs), and the median call time of both, measured
 interleaved (`--repeats` rounds of one call each) so that load on this shared machine hits both
@@ -78,7 +80,7 @@ def transformer_step(m: Any, nn: Any, layers: int = 4, batch: int = 8, seq: int 
         for p in params:
             a = norm(h, p["g1"])
             q, k, v = a @ p["wq"], a @ p["wk"], a @ p["wv"]
-            s = m.einsum("bqd,bkd->bqk", q, k) / np.sqrt(d)
+            s = m.einsum("bqd,bkd->bqk", q, k) / float(np.sqrt(d))  # weak: stays f32
             s = m.where(causal, s, -1e9)
             h = h + m.einsum("bqk,bkd->bqd", nn.softmax(s, axis=-1), v) @ p["wo"]
             h = h + nn.relu(norm(h, p["g2"]) @ p["w1"]) @ p["w2"]
@@ -122,6 +124,23 @@ def _programs() -> dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]]:
     return progs
 
 
+def xla_temp_bytes(name: str) -> int | None:
+    """XLA's temp_size_in_bytes for program `name`'s step traced by JAX (x64 off, as JAX runs
+    it), None without jax."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    if name == "transformer4":
+        step, args = transformer_step(jnp, jax.nn)
+    else:
+        step, args = mlp_step(jnp)
+    compiled = jax.jit(lambda p, x, y: step(p, x, y, jax.grad), donate_argnums=0).lower(
+        *args).compile()
+    return int(compiled.memory_analysis().temp_size_in_bytes)
+
+
 def _compile(fn: Any, args: tuple[Any, ...], limit: int | None) -> Any:
     """A Compiled for `fn` (a Python step, or HLO text) under `limit` bytes (None: none)."""
     import xlc
@@ -162,13 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     progs = _programs()
     names = a.programs or list(progs)
-    print(f"{'program':<14} {'budget':>6} {'peak MiB':>9} {'limit MiB':>9} {'got MiB':>8} "
+    print(f"{'program':<14} {'temp MiB':>8} {'XLA temp':>8} {'budget':>6} {'peak MiB':>9} "
+          f"{'limit MiB':>9} {'got MiB':>8} "
           f"{'fits':>4} {'max |diff|':>10} {'free ms':>8} {'limited ms':>10} {'ratio':>6} "
           f"{'actions':>7}")
     for name in names:
         fn, args = progs[name]()
         free = _compile(fn, args, None)
         peak = free.memory_stats()["peak_bytes"]
+        temp = free.memory_stats()["temp_bytes"] / 2**20
+        xla = xla_temp_bytes(name)
+        xla_text = "-" if xla is None else f"{xla / 2**20:.2f}"
         for frac in a.fractions:
             limit = int(frac * peak)
             lim = _compile(fn, args, limit)
@@ -186,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                 t_lim.append(t)
             diff = max(float(np.max(np.abs(p - q))) for p, q in zip(out_free, out_lim))
             mf, ml = 1e3 * float(np.median(t_free)), 1e3 * float(np.median(t_lim))
-            print(f"{name:<14} {frac:6.0%} {peak / 2**20:9.2f} {limit / 2**20:9.2f} "
+            print(f"{name:<14} {temp:8.2f} {xla_text:>8} {frac:6.0%} {peak / 2**20:9.2f} "
+                  f"{limit / 2**20:9.2f} "
                   f"{got / 2**20:8.2f} {'yes' if got <= limit else 'NO':>4} {diff:10.2e} "
                   f"{mf:8.2f} {ml:10.2f} {ml / mf:6.2f} {actions:7d}", flush=True)
     return 0

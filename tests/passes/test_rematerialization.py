@@ -333,7 +333,7 @@ def test_moved_values_are_not_swapped_back_and_forth() -> None:
     """Two values moved next to the same later use would only trade places round after
     round (each move looks like a saving at the peak it left): a value the pass moved is
     never moved again. A 2-layer transformer step then fits half its peak (it stopped at
-    78 % with the swaps), bit for bit."""
+    88 % with the swaps), bit for bit."""
     import xlc.nn
 
     from tools.bench_memory_budget import transformer_step
