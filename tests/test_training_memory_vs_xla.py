@@ -3,10 +3,10 @@ tools/bench_memory_budget.py): at or below it, with no limit (skipped without ja
 from __future__ import annotations
 
 import pytest
-
-import xlc
 import xlc.nn
 import xlc.numpy as xnp
+
+import xlc
 from tools.bench_memory_budget import mlp_step, transformer_step, xla_temp_bytes
 
 pytest.importorskip("jax")

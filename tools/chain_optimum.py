@@ -39,7 +39,7 @@ def fewest_recomputations(layers: int, slots: int, dz_in_place: bool = True,
     dz_step = 2 if dz_in_place else 3   # dx_j (becoming dz_j) and x_j, + dz_j if a new slot
     reverse = 2 if gemm_in_place else 3  # dz_j, x_{j-1}, + dx_{j-1} if a new slot
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def best(j: int, held: frozenset[int]) -> tuple[float, tuple[str, ...]]:
         """From backward position j (dz_j live, x_j gone), checkpoints `held` in 1 .. j-1."""
         if j - 1 in held or j == 1:
