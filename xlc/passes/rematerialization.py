@@ -516,7 +516,10 @@ class Rematerialization:
             verb = "moved"
             self.moved.add(root.uid)
             model.ranges.remove(r)
+            before = list(model.seq)
             _remove_dead(module, model, value)
+            # the producers that went with it may have been the last readers of other ranges
+            _repair_ranges(model, before)
         model.renumber()
         self.recomputed_seconds += plan.seconds
         chain = "" if len(plan.members) == 1 else \
