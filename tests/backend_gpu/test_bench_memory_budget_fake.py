@@ -1,6 +1,7 @@
 """tools/bench_memory_budget.py --backend gpu without a GPU: the fake driver (host memory and
 the kernel emulator) runs the tiny MLP step (`--small`) unconstrained and under half its peak
-(host offload, then rematerialization), and the report is complete. The real figures need a GPU machine."""
+(host offload, then rematerialization), and the report is complete. The real figures need a
+GPU machine."""
 from __future__ import annotations
 
 from typing import Any
