@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
+from tests.backend_cpu.test_output_sharing import bias_grad_programs
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.fake_driver import FakeDriver
 from tests.backend_gpu.helpers import compile_text
@@ -90,5 +91,14 @@ def test_bias_gradient_fusion_writes_dz_over_dh_in_the_emulator(rows: int, cols:
     args = [rng.standard_normal(s).astype(np.float32)
             for s in ((rows, 64), (64, cols), (rows, cols), (cols, 48))]
     got = Emulator(exe).run([a.copy() for a in args])
+    for g, w in zip(got, _want(text, args)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(bias_grad_programs(small=True))
+def test_random_bias_gradient_fusions_in_the_emulator(prog: tuple) -> None:
+    text, args = prog
+    got = Emulator(compile_text(text)).run([a.copy() for a in args])
     for g, w in zip(got, _want(text, args)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
