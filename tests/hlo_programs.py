@@ -6,7 +6,10 @@ the reference evaluator by its users; values are kept small so integer programs 
 into undefined territory (XLA's integer overflow wraps, and the evaluator does the same, but
 small values keep the float programs well conditioned too). Programs with donated parameters
 (`input_output_alias`) and reverse / transpose / gather / cumulative-sum readers of them are
-built from these steps in `tests/hlo_programs_aliasing.py`.
+built from these steps in `tests/hlo_programs_aliasing.py`. `bias_grad_programs` builds the
+input fusions whose elementwise output may take an operand's buffer that their reduce also
+reads (a dense layer's backward step), and `_square_dot` the GEMMs that may store their result
+over their lhs.
 """
 from __future__ import annotations
 
@@ -523,6 +526,46 @@ def hlo_programs(draw: st.DrawFn, dtypes: tuple[str, ...] = tuple(DTYPES)[:-1],
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
     tol = max((TOLERANCE.get(v.ty, 0.0) for v in b.values), default=0.0)
     return Program(text, [_argument(rng, p) for p in b.params], ty, tol)
+
+
+@st.composite
+def bias_grad_programs(draw: st.DrawFn, small: bool = False) -> tuple[str, list[np.ndarray]]:
+    """t = a @ w, a chain of elementwise ops of t (and x) giving e, a sum over some dims of
+    e, t or e * t, and e read by a dot: an input fusion whose elementwise output may take t's
+    buffer (when every read of t is at the index written)."""
+    ty = draw(st.sampled_from(["f32", "f64"]))
+    r = draw(st.sampled_from([1, 3, 17, 40] if small else [1, 3, 17, 64, 200, 1000]))
+    c = draw(st.sampled_from([1, 5, 32, 48] if small else [1, 5, 32, 100, 256]))
+    rdims = draw(st.sampled_from([[0], [1], [0, 1]]))
+    kept = [d for d in (0, 1) if d not in rdims]
+    lines = [f"  a = {ty}[{r},8] parameter(0)", f"  w = {ty}[8,{c}] parameter(1)",
+             f"  x = {ty}[{r},{c}] parameter(2)", f"  w2 = {ty}[{c},6] parameter(3)",
+             f"  t = {ty}[{r},{c}] dot(a, w), lhs_contracting_dims={{1}}, "
+             "rhs_contracting_dims={0}"]
+    cur = "t"
+    for i, op in enumerate(draw(st.lists(st.sampled_from(
+            ["multiply", "add", "subtract", "maximum", "tanh", "negate"]), min_size=1,
+            max_size=4))):
+        arg = cur if op in ("tanh", "negate") else f"{cur}, x"
+        lines.append(f"  e{i} = {ty}[{r},{c}] {op}({arg})")
+        cur = f"e{i}"
+    src = draw(st.sampled_from([cur, "t", "mix"]))
+    if src == "mix":
+        lines.append(f"  mix = {ty}[{r},{c}] multiply({cur}, t)")
+    out = f"{ty}[{','.join(str((r, c)[d]) for d in kept)}]"
+    lines += [f"  z = {ty}[] constant(0)",
+              f"  s = {out} reduce({src}, z), dimensions={{{','.join(map(str, rdims))}}}, "
+              "to_apply=add",
+              f"  n = {ty}[{r},6] dot({cur}, w2), lhs_contracting_dims={{1}}, "
+              "rhs_contracting_dims={0}",
+              f"  ROOT o = ({out}, {ty}[{r},6]) tuple(s, n)"]
+    text = (f"HloModule bias_grad_random\nadd {{\n  p = {ty}[] parameter(0)\n"
+            f"  q = {ty}[] parameter(1)\n  ROOT y = {ty}[] add(p, q)\n}}\nENTRY e {{\n"
+            + "\n".join(lines) + "\n}\n")
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    dt = np.float32 if ty == "f32" else np.float64
+    return text, [(0.3 * rng.standard_normal(s)).astype(dt)
+                  for s in ((r, 8), (8, c), (r, c), (c, 6))]
 
 
 # ---- non-default layouts ---------------------------------------------------------------------

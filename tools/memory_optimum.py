@@ -80,10 +80,8 @@ from xlc.passes.memory_budget import device_peak_bytes  # noqa: E402
 from xlc.passes.optimize import OptimizedModule  # noqa: E402
 from xlc.passes.optimize import optimize_module as optimize_passes  # noqa: E402
 from xlc.passes.ordering import LiveRanges, SequentialHloOrdering  # noqa: E402
-from xlc.passes.rematerialization import (  # noqa: E402
-    Rematerialization,
-    recomputable_member,
-)
+from xlc.passes.remat_model import recomputable_member  # noqa: E402
+from xlc.passes.rematerialization import Rematerialization  # noqa: E402
 
 CONTROL_FLOW = frozenset({Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL})
 STATIC = frozenset({Opcode.PARAMETER, Opcode.CONSTANT})

@@ -256,7 +256,38 @@ def test_a_layers_backward_gemm_writes_over_its_dying_lhs(
     assert "output_may_reuse_lhs={1}" in call.to_text()
     assert exe.assignment.slice_of(call, (0,)) == exe.assignment.slice_of(call.operands[0])
     check(BACKWARD, rand(1024, 256), rand(256, 256, seed=1), rtol=1e-4, atol=1e-4)
-    monkeypatch.setattr(emit_gemm, "writes_over_a", lambda spec: False)
+    from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
+
+    class Refusing(DotGemm):  # the emitter's plan says no, the assignment has shared
+        @property
+        def writes_over_lhs(self) -> bool:
+            return False
+
+    def refusing_plan(dot: object) -> DotGemm | None:
+        plan = gemm_plan_for_dot(dot)  # type: ignore[arg-type]
+        return None if plan is None else Refusing(plan.spec, plan.loops)
+    monkeypatch.setattr(emit_gemm, "gemm_plan_for_dot", refusing_plan)
     with pytest.raises(xlc.LoweringError, match=r"^CPU backend: the result of dh\.gemm "
                        r"overlaps its lhs dz, which its GEMM cannot do$"):
         compile_cpu(parse_module(BACKWARD))
+
+
+def test_a_hand_written_reuse_flag_the_gemm_cannot_honour_is_refused() -> None:
+    """`output_may_reuse_lhs={1}` written by hand on a call whose GEMM would read A again
+    after storing C (k = 300: two k blocks): the assignment takes the flag at its word, the
+    emitter refuses, naming the call - never a wrong answer."""
+    size = _scratch(1024, 300, 300, 2) + (1 << 20)
+    text = f"""HloModule m
+ENTRY e {{
+  g = f32[1024,300] parameter(0)
+  w = f32[300,300] parameter(1)
+  dz = f32[1024,300] tanh(g)
+  c = (f32[1024,300], u8[{size}]) custom-call(dz, w), custom_call_target="__xlc$gemm",
+      backend_config="lhs_batch_dims={{}};rhs_batch_dims={{}};lhs_contracting_dims={{1}};rhs_contracting_dims={{0}};output_may_reuse_lhs={{1}}"
+  d = f32[1024,300] get-tuple-element(c), index=0
+  ROOT r = f32[1024,300] exponential(d)
+}}
+"""
+    with pytest.raises(xlc.LoweringError, match=r"^CPU backend: the result of c overlaps its "
+                       r"lhs dz, which its GEMM cannot do$"):
+        xlc.compile(text, backend="cpu")

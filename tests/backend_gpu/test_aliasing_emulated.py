@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from tests.backend_cpu.test_output_sharing import bias_grad_programs
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.fake_driver import FakeDriver
 from tests.backend_gpu.helpers import compile_text
-from tests.hlo_programs import Program
+from tests.hlo_programs import Program, bias_grad_programs
 from tests.hlo_programs_aliasing import hlo_programs_with_aliasing
 from xlc.backend_gpu import cuda
 from xlc.hlo.evaluator import evaluate, flatten_result

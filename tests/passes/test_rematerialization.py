@@ -317,15 +317,15 @@ def test_the_model_counts_storage_handed_to_a_user_once() -> None:
     """Where an instruction writes its result over a dying operand (dz over dh in the bias
     gradient's fusion), the model does not count both at that step: its peak is the
     assignment's temp, not above it (which made the pass recompute more than needed)."""
-    from xlc.passes.rematerialization import _Model
+    from xlc.passes.remat_model import Model
 
     step, params, x, y = _mlp(layers=16)
     free = xlc.jit(step, donate_argnums=0).lower(params, x, y).compile()
     opt = free._exe.optimized
-    model = _Model(opt.module, opt.assignment)
+    model = Model(opt.module, opt.assignment)
     temp = free.memory_stats()["temp_bytes"]
     assert model.handovers and max(model.curve()) == temp
-    model.handovers = []
+    model.handovers = {}
     assert max(model.curve()) > temp
 
 

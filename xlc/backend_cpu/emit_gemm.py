@@ -27,7 +27,6 @@ from xlc.backend_cpu.gemm import (
     packs_b_once,
     recommended_threads,
     scratch_bytes,
-    writes_over_a,
 )
 from xlc.backend_cpu.gemm_dot import DotGemm, gemm_plan_for_dot
 from xlc.codegen import llvm_utils as lu
@@ -47,11 +46,10 @@ def emit_gemm_call(em: CpuEmitter, ctx: FnCtx, inst: HloInstruction) -> None:
                             "dot is no packed GEMM")
     lhs, rhs = inst.operands
     out = em.slice(inst, (0,))
+    # the result may lie over its lhs only where the GEMM stores it correctly there
+    over_lhs = em.slice(lhs) == out and plan.writes_over_lhs
     for what, operand in (("lhs", lhs), ("rhs", rhs)):
-        sl = em.slice(operand, ())
-        # the result may lie over its lhs only where the GEMM stores it correctly there
-        if slices_overlap(out, sl) and not (what == "lhs" and sl == out and not plan.loops
-                                            and writes_over_a(plan.spec)):
+        if slices_overlap(out, em.slice(operand)) and not (what == "lhs" and over_lhs):
             raise LoweringError(f"CPU backend: the result of {inst.name} overlaps its {what} "
                                 f"{operand.name}, which its GEMM cannot do")
     k = em.kernel(ctx, inst.name, [(inst, (0,)), (inst, (1,)), (lhs, ()), (rhs, ())])

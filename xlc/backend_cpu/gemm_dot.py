@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xlc.backend_cpu.gemm import GemmSpec
+from xlc.backend_cpu.gemm import GemmSpec, writes_over_a
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
 
@@ -63,6 +63,11 @@ class DotGemm:
 
     spec: GemmSpec
     loops: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def writes_over_lhs(self) -> bool:
+        """One GEMM call that may store its result over its lhs (`gemm.writes_over_a`)."""
+        return not self.loops and writes_over_a(self.spec)
 
     @property
     def calls(self) -> int:

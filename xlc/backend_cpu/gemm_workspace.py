@@ -55,7 +55,7 @@ class GemmWorkspace(WorkspacePass):
     def rewrite(self, comp: HloComputation, dot: HloInstruction) -> bool:
         """Replace `dot` if it runs on the packed GEMM; True if it did."""
         from xlc.backend_cpu.emit_dot import packed_gemm_plan
-        from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes, writes_over_a
+        from xlc.backend_cpu.gemm import recommended_threads, scratch_bytes
 
         plan = packed_gemm_plan(dot, self.threads)
         if plan is None:
@@ -63,9 +63,8 @@ class GemmWorkspace(WorkspacePass):
         nbytes = scratch_bytes(plan.spec, recommended_threads(plan.spec, self.threads))
         if nbytes == 0:
             return False
-        reuse = not plan.loops and writes_over_a(plan.spec)
         call = add_workspace_call(comp, dot, [dot.shape], nbytes, GEMM_TARGET,
-                                  encode_config(dot, reuse), "gemm")
+                                  encode_config(dot, plan.writes_over_lhs), "gemm")
         out = replace_keeping_name(comp, dot, HloInstruction(
             Opcode.GET_TUPLE_ELEMENT, dot.shape, (call,), {"index": 0}, name=dot.name))
         log.debug("gemm-workspace: %s packs into %d bytes of workspace", out.name, nbytes)

@@ -26,13 +26,6 @@ DIM_KEYS = ("lhs_batch_dims", "rhs_batch_dims", "lhs_contracting_dims", "rhs_con
 _ENTRY = re.compile(r"(\w+)=\{([\d,]*)\}")
 
 
-def encode_dims(dot: HloInstruction) -> str:
-    """The dot's dimension numbers as the custom-call's backend_config text (quoted)."""
-    parts = [f"{key}={{{','.join(str(int(d)) for d in dot.attrs.get(key, ()))}}}"
-             for key in DIM_KEYS]
-    return '"' + ";".join(parts) + '"'
-
-
 REUSE_LHS_KEY = "output_may_reuse_lhs"
 """The backend_config entry (`{1}`) of a call whose output may be stored over its lhs."""
 
@@ -40,8 +33,11 @@ REUSE_LHS_KEY = "output_may_reuse_lhs"
 def encode_config(dot: HloInstruction, reuse_lhs: bool = False) -> str:
     """The custom-call's backend_config text (quoted): the dot's dimension numbers, and
     REUSE_LHS_KEY when `reuse_lhs`."""
-    text = encode_dims(dot)
-    return text[:-1] + f";{REUSE_LHS_KEY}={{1}}\"" if reuse_lhs else text
+    parts = [f"{key}={{{','.join(str(int(d)) for d in dot.attrs.get(key, ()))}}}"
+             for key in DIM_KEYS]
+    if reuse_lhs:
+        parts.append(f"{REUSE_LHS_KEY}={{1}}")
+    return '"' + ";".join(parts) + '"'
 
 
 def is_gemm_call(inst: HloInstruction) -> bool:

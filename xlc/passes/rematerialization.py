@@ -45,13 +45,23 @@ import re
 from dataclasses import dataclass
 
 from xlc.hlo.cost_analysis import instruction_cost
-from xlc.hlo.gemm_call import GEMM_TARGET
-from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
-from xlc.hlo.opcodes import ASYNC_COPY_OPCODES, Opcode
+from xlc.hlo.ir import HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
 from xlc.passes.buffer_assignment import BufferAssignment
-from xlc.passes.dataflow import DataflowAnalysis, in_place_pairs
+from xlc.passes.dataflow import in_place_pairs
 from xlc.passes.flatten_call_graph import clone_computation
 from xlc.passes.memory_budget import device_peak_bytes
+from xlc.passes.remat_model import (
+    FORWARDING,
+    Model,
+    Range,
+    defined_bytes,
+    feeding_only,
+    recomputable,
+    recomputable_member,
+    remove_dead,
+    repair_ranges,
+)
 
 log = logging.getLogger("xlc.passes.rematerialization")
 
@@ -72,150 +82,6 @@ each value being rebuilt from the start of the chain."""
 MAX_CHAIN = 32
 """The most instructions recomputed together for one kept value."""
 
-_NOT_RECOMPUTED = frozenset({
-    Opcode.PARAMETER, Opcode.CONSTANT, Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST,
-    Opcode.WHILE, Opcode.CONDITIONAL, Opcode.CALL, Opcode.CUSTOM_CALL, Opcode.RNG,
-    Opcode.RNG_BIT_GENERATOR, Opcode.RNG_GET_AND_UPDATE_STATE, Opcode.AFTER_ALL,
-    Opcode.COPY,  # copies exist for aliasing (copy insertion); recomputing one saves nothing
-    *ASYNC_COPY_OPCODES,  # host offload's transfers
-})
-_FORWARDING = frozenset({Opcode.TUPLE, Opcode.GET_TUPLE_ELEMENT, Opcode.BITCAST})
-
-
-@dataclass
-class _Range:
-    """A live range in the model: bytes, and the instructions where it starts and ends."""
-
-    size: int
-    start: HloInstruction
-    end: HloInstruction
-
-
-class _Model:
-    """Entry positions, the temp ranges live over them, and per-value ranges."""
-
-    def __init__(self, module: HloModule, ba: BufferAssignment):
-        assert module.entry is not None and module.schedule is not None
-        self.entry: HloComputation = module.entry
-        self.seq: list[HloInstruction] = module.schedule[module.entry]
-        self.df: DataflowAnalysis = ba.dataflow
-        live = ba.live_ranges
-        assert live is not None
-        # flattened time -> the entry instruction whose step covers it (callees run first)
-        covering: list[HloInstruction] = []
-        for inst in self.seq:
-            t = live.time(inst)
-            while len(covering) <= t:
-                covering.append(inst)
-        temp_sets: set[int] = set()
-        for alloc in ba.temp_allocations:
-            if alloc.color == 0:
-                temp_sets.update(self.df.alias_set(buf).id for buf in alloc.assigned)
-        self.ranges: list[_Range] = []
-        self.of_set: dict[int, _Range] = {}    # alias set id -> its range
-        self.own: dict[int, _Range] = {}  # clone uid -> its range
-        self.defined: dict[int, list[_Range]] = {}  # uid -> ranges of sets only it defines
-        self.clones: set[int] = set()
-        for aset in self.df.alias_sets:
-            hull = live.set_range(aset) if aset.id in temp_sets else None
-            if hull is None:
-                continue
-            last = len(covering) - 1
-            r = _Range(aset.size, covering[min(hull.start, last)], covering[min(hull.end, last)])
-            self.ranges.append(r)
-            self.of_set[aset.id] = r
-            owners = {b.instruction for b in aset.buffers}
-            if len(owners) == 1:  # dropped with its instruction (see _remove_dead)
-                self.defined.setdefault(aset.buffers[0].instruction.uid, []).append(r)
-        # operand reuse (`ba.shares`): a value written over its dying operand's storage by an
-        # entry instruction does not add its bytes where the operand's range ends, as long as
-        # that range still ends there and the value's still starts there (`curve`)
-        self.handovers: list[tuple[_Range, _Range, HloInstruction]] = []
-        for sh in ba.shares:
-            a, b = self.of_set.get(sh.operand_set.id), self.of_set.get(sh.user_set.id)
-            if a is not None and b is not None and sh.user.parent is self.entry \
-                    and a.end is sh.user and b.start is sh.user:
-                self.handovers.append((a, b, sh.user))
-        self.renumber()
-
-    def handover(self, r: _Range) -> HloInstruction | None:
-        """The instruction that writes a value over `r`'s storage as `r` ends, while that
-        handover still holds; else None."""
-        for a, b, user in self.handovers:
-            if a is r and a.end is user and b.start is user and b in self.ranges \
-                    and user.uid in self.pos:
-                return user
-        return None
-
-    def renumber(self) -> None:
-        self.pos = {inst.uid: i for i, inst in enumerate(self.seq)}
-
-    def curve(self) -> list[int]:
-        """Temp bytes live at each entry position."""
-        delta = [0] * (len(self.seq) + 1)
-        for r in self.ranges:
-            delta[self.pos[r.start.uid]] += r.size
-            delta[self.pos[r.end.uid] + 1] -= r.size
-        for a, b, user in self.handovers:
-            if a.end is user and b.start is user and user.uid in self.pos and b in self.ranges \
-                    and a in self.ranges:
-                p = self.pos[user.uid]
-                delta[p] -= min(a.size, b.size)
-                delta[p + 1] += min(a.size, b.size)
-        out, acc = [], 0
-        for d in delta[:-1]:
-            acc += d
-            out.append(acc)
-        return out
-
-    def value_range(self, inst: HloInstruction) -> _Range | None:
-        """The range of the storage holding `inst`'s value when that storage holds nothing
-        else (a singleton alias set; a clone's own range), else None."""
-        if inst.uid in self.clones:
-            return self.own.get(inst.uid)
-        bufs = self.df.buffers_at(inst, ())
-        if len(bufs) != 1 or len(self.df.alias_set(bufs[0]).buffers) != 1:
-            return None
-        return self.of_set.get(self.df.alias_set(bufs[0]).id)
-
-    def operand_ranges(self, o: HloInstruction) -> list[_Range]:
-        """The temp ranges holding what `o` reads from (none for parameters, constants and
-        outputs, which live throughout)."""
-        if o.uid in self.clones:
-            own = self.own.get(o.uid)
-            return [own] if own is not None else []
-        out = []
-        for buf in self.df.buffers_at(o, ()):
-            r = self.of_set.get(self.df.alias_set(buf).id)
-            if r is not None and r not in out:
-                out.append(r)
-        return out
-
-    def next_writer(self, inst: HloInstruction) -> int | None:
-        """The earliest position after `inst`'s at which an instruction defines a buffer that
-        shares storage with one `inst` may hold (an in-place update, e.g. of a donated
-        parameter): a recomputation reading `inst` must run before it. None: no such
-        writer."""
-        if inst.uid in self.clones:
-            return None
-        p = self.pos[inst.uid]
-        first: int | None = None
-        for buf in self.df.buffers_at(inst, ()):
-            for other in self.df.alias_set(buf).buffers:
-                owner = other.instruction
-                while owner.parent is not self.entry:  # a callee's buffer: its caller's step
-                    callers = self.df.callers.get(owner.parent, [])  # type: ignore[arg-type]
-                    if not callers:
-                        return p
-                    owner = callers[0]
-                q = self.pos.get(owner.uid)
-                if q is None:
-                    return p
-                if q > p and (first is None or q < first):
-                    first = q
-        return first
-
-
 _REMAT_NAME = re.compile(r"\.remat(\.\d+)?$")
 
 
@@ -223,48 +89,6 @@ def is_rematerialized(inst: HloInstruction) -> bool:
     """Whether `inst` is a recomputed copy this pass made (named `<original>.remat`, with a
     `.N` suffix when the name was taken, as XLA names its clones)."""
     return _REMAT_NAME.search(inst.name) is not None
-
-
-def _pure_computation(comp: HloComputation, seen: set[int] | None = None) -> bool:
-    seen = seen if seen is not None else set()
-    if id(comp) in seen:
-        return True
-    seen.add(id(comp))
-    for inst in comp.instructions:
-        if inst.opcode.has_side_effect or inst.opcode in (
-                Opcode.CUSTOM_CALL, Opcode.RNG, Opcode.RNG_BIT_GENERATOR,
-                Opcode.RNG_GET_AND_UPDATE_STATE):
-            return False
-        if not all(_pure_computation(c, seen) for c in inst.called):
-            return False
-    return True
-
-
-def recomputable(inst: HloInstruction) -> bool:
-    """Whether `inst` may be cloned as the value a rematerialization keeps: an array-valued,
-    pure, non-control instruction (a fusion whose body is pure), or a get-tuple-element of a
-    packed GEMM (recomputed together with it, see `recomputable_member`)."""
-    if inst.opcode is Opcode.GET_TUPLE_ELEMENT:
-        return inst.shape.is_array and _is_gemm(inst.operands[0])
-    if inst.opcode in _NOT_RECOMPUTED or inst.opcode.has_side_effect or \
-            inst.opcode.is_control_flow:
-        return False
-    if not inst.shape.is_array or any(not o.shape.is_array for o in inst.operands):
-        return False
-    return all(_pure_computation(c) for c in inst.called)
-
-
-def recomputable_member(inst: HloInstruction) -> bool:
-    """Whether `inst` may be recomputed as part of a chain that ends in a kept value: what
-    `recomputable` accepts, plus the packed GEMM's custom-call (a pure function of its
-    operands whose second output is scratch)."""
-    return recomputable(inst) or _is_gemm(inst)
-
-
-def _is_gemm(inst: HloInstruction) -> bool:
-    return inst.opcode is Opcode.CUSTOM_CALL and \
-        inst.attrs.get("custom_call_target") == GEMM_TARGET and \
-        all(o.shape.is_array for o in inst.operands)
 
 
 def recompute_seconds(inst: HloInstruction) -> float:
@@ -303,7 +127,7 @@ class Rematerialization:
         anything changed."""
         if module.entry is None or module.schedule is None or assignment.live_ranges is None:
             return False
-        model = _Model(module, assignment)
+        model = Model(module, assignment)
         temp = sum(a.size for a in assignment.temp_allocations if a.color == 0)
         fixed = device_peak_bytes(assignment) - temp
         curve = model.curve()
@@ -338,7 +162,7 @@ class Rematerialization:
             self._share_clones(module, model, target)
         return changed
 
-    def _share_clones(self, module: HloModule, model: _Model, target: int) -> None:
+    def _share_clones(self, module: HloModule, model: Model, target: int) -> None:
         """Where a value was recomputed twice (once inside an earlier chain, once for its own
         later uses), let the earlier copy serve the later uses too and drop the later copy
         with the chain that only fed it, whenever that does not raise the modelled peak."""
@@ -356,7 +180,7 @@ class Rematerialization:
                     continue
                 keep = later
 
-    def _share(self, module: HloModule, model: _Model, keep: HloInstruction,
+    def _share(self, module: HloModule, model: Model, keep: HloInstruction,
                later: HloInstruction, target: int) -> bool:
         """Point the users of clone `later` at the equal, earlier clone `keep` and remove
         what only fed `later`, if the modelled peak does not rise; True when done."""
@@ -367,7 +191,7 @@ class Rematerialization:
             return False  # an in-place update of the copy would clobber `keep` for its readers
         own = model.own[keep.uid]
         end = max(model.pos[u.uid] for u in users)
-        dead = _feeding_only(model, later)
+        dead = feeding_only(model, later)
         curve = model.curve()
         new = list(curve)
         for p in range(model.pos[own.end.uid] + 1, end + 1):
@@ -385,22 +209,22 @@ class Rematerialization:
             own.end = model.seq[end]
         saved = sum(recompute_seconds(d) for d in dead)
         before = list(model.seq)
-        _remove_dead(module, model, later)
-        _repair_ranges(model, before)
+        remove_dead(module, model, later)
+        repair_ranges(model, before)
         self.recomputed_seconds -= saved
         self.actions.append(f"reused {keep.name} for the uses of {later.name} (dropping "
                             f"{len(dead)} recomputed instruction(s))")
         log.debug("%s", self.actions[-1])
         return True
 
-    def _best(self, model: _Model, at: int) -> _Plan | None:
+    def _best(self, model: Model, at: int) -> _Plan | None:
         best: _Plan | None = None
         for i in range(at):
             inst = model.seq[i]
             r = model.value_range(inst)
             if r is None or model.pos[r.end.uid] <= at or not recomputable(inst):
                 continue
-            if any(u.opcode in _FORWARDING or u.parent is not model.entry for u in inst.users):
+            if any(u.opcode in FORWARDING or u.parent is not model.entry for u in inst.users):
                 continue
             later = [u for u in inst.users if model.pos[u.uid] > at]
             if not later:
@@ -414,7 +238,7 @@ class Rematerialization:
                     best = plan
         return best
 
-    def _plan(self, model: _Model, value: HloInstruction, r: _Range,
+    def _plan(self, model: Model, value: HloInstruction, r: Range,
               later: list[HloInstruction], at: int, deep: bool) -> _Plan | None:
         """The chain ending in `value`: operands whose storage dies before `at` are recomputed
         too when `deep` (up to MAX_CHAIN instructions), else kept alive."""
@@ -461,7 +285,7 @@ class Rematerialization:
         stays = [m for m in order if m.is_root or any(id(u) not in moving for u in m.users)]
         return _Plan(value, order, later, saved, sum(recompute_seconds(m) for m in stays))
 
-    def _apply(self, module: HloModule, model: _Model, plan: _Plan) -> None:
+    def _apply(self, module: HloModule, model: Model, plan: _Plan) -> None:
         entry = model.entry
         first = min(plan.later, key=lambda u: model.pos[u.uid])
         at = model.pos[first.uid]
@@ -490,13 +314,14 @@ class Rematerialization:
             model.clones.add(c.uid)
             users = [u for u in c.users if u is not c]
             end = last if m is value else max(users, key=lambda u: model.pos[u.uid])
-            size = r.size if m is value else _defined_bytes(m)
-            nr = _Range(size, c, end)
+            size = r.size if m is value else defined_bytes(m)
+            nr = Range(size, c, end)
             model.ranges.append(nr)
             model.own[c.uid] = nr
             if m is value:  # a later user that wrote over the value now writes over the clone
-                model.handovers += [(nr, b, u) for a, b, u in model.handovers
-                                    if a is r and u in plan.later]
+                for _, b, u in list(model.handovers.get(id(r), [])):
+                    if u in plan.later:
+                        model.add_handover(nr, b, u)
             for o in set(c.operands):
                 for orange in model.operand_ranges(o):
                     if model.pos[orange.end.uid] < model.pos[c.uid]:
@@ -517,9 +342,9 @@ class Rematerialization:
             self.moved.add(root.uid)
             model.ranges.remove(r)
             before = list(model.seq)
-            _remove_dead(module, model, value)
+            remove_dead(module, model, value)
             # the producers that went with it may have been the last readers of other ranges
-            _repair_ranges(model, before)
+            repair_ranges(model, before)
         model.renumber()
         self.recomputed_seconds += plan.seconds
         chain = "" if len(plan.members) == 1 else \
@@ -529,74 +354,6 @@ class Rematerialization:
         log.debug("%s", self.actions[-1])
 
 
-def _repair_ranges(model: _Model, before: list[HloInstruction]) -> None:
-    """After instructions were removed from the schedule (`before`: the old sequence): drop
-    the ranges they defined, and end a range whose last reader went at the instruction
-    before that reader (its other readers all ran earlier)."""
-    survivor: dict[int, HloInstruction] = {}
-    last: HloInstruction | None = None
-    for inst in before:
-        if inst.uid in model.pos:
-            last = inst
-        elif last is not None:
-            survivor[inst.uid] = last
-    keep = []
-    for r in model.ranges:
-        if r.start.uid not in model.pos:
-            continue
-        if r.end.uid not in model.pos:
-            r.end = survivor.get(r.end.uid, r.start)
-        keep.append(r)
-    model.ranges[:] = keep
-
-
-def _feeding_only(model: _Model, clone: HloInstruction) -> list[HloInstruction]:
-    """`clone` and the clones that feed only it (transitively): what goes when `clone`
-    loses its users."""
-    dead = [clone]
-    seen = {clone.uid}
-    i = 0
-    while i < len(dead):
-        for o in dead[i].operands:
-            if o.uid in seen or o.uid not in model.clones:
-                continue
-            if all(u.uid in seen for u in o.users):
-                seen.add(o.uid)
-                dead.append(o)
-        i += 1
-    return dead
-
-
 def _work(members: dict[int, HloInstruction]) -> int:
     """Instructions of a chain that run code (get-tuple-elements only forward)."""
     return sum(m.opcode is not Opcode.GET_TUPLE_ELEMENT for m in members.values())
-
-
-def _defined_bytes(inst: HloInstruction) -> int:
-    if inst.shape.is_tuple:
-        return sum(s.byte_size() for s in inst.shape.tuple_shapes or ())
-    return 0 if inst.opcode is Opcode.GET_TUPLE_ELEMENT else inst.shape.byte_size()
-
-
-def _remove_dead(module: HloModule, model: _Model, inst: HloInstruction) -> None:
-    """Remove `inst` (now without users) and the producers it leaves without users."""
-    work = [inst]
-    while work:
-        dead = work.pop()
-        if dead.users or dead.is_root or dead.opcode is Opcode.PARAMETER or \
-                dead.uid not in model.pos:
-            continue
-        ops = list(dead.operands)
-        model.seq.remove(dead)
-        gone = model.defined.pop(dead.uid, [])
-        own = model.own.pop(dead.uid, None)
-        for x in gone + ([own] if own is not None else []):
-            if x in model.ranges:
-                model.ranges.remove(x)
-        model.entry.remove_instruction(dead)
-        if dead.opcode is Opcode.FUSION:
-            for c in dead.called:
-                module.computations.remove(c)
-        model.renumber()
-        work += [o for o in ops if recomputable_member(o) or
-                 o.opcode is Opcode.GET_TUPLE_ELEMENT]
