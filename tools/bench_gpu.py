@@ -10,6 +10,10 @@ Prints, measured side by side in one run (medians of `--reps` calls after one wa
   when importable (SGEMM of the same size);
 * per-call overhead of a tiny function, host arrays in and out, with and without CUDA graph
   replay (and with device-resident arguments);
+* dispatch: host time per call of a chain of 1 or 10 kernels whose output is 1 KiB to
+  256 MiB, device-resident (asynchronous calls queued back to back, none waiting), with and
+  without a CUDA graph, next to the same call waited for, numpy in and out, and JAX's
+  dispatch of the same chain (`jax.jit`, device arrays) in the same run;
 * JAX times of the same corpus programs (their StableHLO, compiled by jaxlib for the GPU) when
   jax with a CUDA backend is importable.
 The architecture defaults to the device's (`--sm` overrides it). Without a GPU or cuda-python
@@ -92,7 +96,7 @@ def bench_case(name: str, reps: int, sm: int) -> dict[str, float]:
     """Time corpus case `name` with device-resident inputs and outputs; bytes moved."""
     exe, case = compile_case(name, sm)
     args = [to_device(a) for a in case.inputs]
-    t = median_time(lambda: exe.run_on_device(args), reps)
+    t = median_time(lambda: exe.run_on_device(args)[0].block_until_ready(), reps)
     out_bytes = sum(o.slice.size for o in exe.outputs)
     in_bytes = sum(a.nbytes for a in case.inputs)
     return {"time_s": t, "bytes": float(in_bytes + out_bytes),
@@ -177,7 +181,105 @@ def overhead(reps: int, sm: int) -> dict[str, float]:
     dx = [to_device(x[0])]
     return {"host": median_time(lambda: exe.run(x, graph=False), reps),
             "host_graph": median_time(lambda: exe.run(x, graph=True), reps),
-            "device": median_time(lambda: exe.run_on_device(dx, graph=False), reps)}
+            "device": median_time(lambda: exe.run_on_device(dx, graph=False)[0]
+                                  .block_until_ready(), reps)}
+
+
+DISPATCH_SIZES = (1 << 10, 1 << 20, 16 << 20, 256 << 20)
+"""Output bytes of the dispatch measurements (f32 chains)."""
+DISPATCH_KERNELS = (1, 10)
+
+
+def chain_text(n: int, kernels: int) -> str:
+    """HLO of `kernels` dependent doublings of f32[n] (compiled without fusion: one kernel
+    each)."""
+    lines = ["HloModule chain", "ENTRY e {", f"  v0 = f32[{n}] parameter(0)"]
+    for k in range(1, kernels + 1):
+        root = "ROOT " if k == kernels else ""
+        lines.append(f"  {root}v{k} = f32[{n}] add(v{k - 1}, v{k - 1})")
+    return "\n".join(lines + ["}", ""])
+
+
+def queued_time(call: Callable[[], Any], wait: Callable[[Any], None], reps: int) -> float:
+    """Host seconds per call of `reps` asynchronous calls issued back to back (the device
+    catches up afterwards; the caller makes sure none waits for an older one)."""
+    wait(call())
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            out = call()
+        times.append((time.perf_counter() - t0) / reps)
+        wait(out)
+        del out
+    return min(times)
+
+
+def jax_dispatch(n: int, kernels: int, reps: int) -> tuple[float, float] | None:
+    """(queued host s/call, waited s/call) of JAX's jit of the same chain, or None."""
+    try:
+        import jax  # type: ignore[import-not-found]
+
+        dev = jax.devices("gpu")[0]
+    except Exception:
+        return None
+
+    def chain(x: Any) -> Any:
+        for _ in range(kernels):
+            x = -x
+            x = jax.lax.optimization_barrier(x)  # one kernel per op, as xlc's chain
+        return x
+    f = jax.jit(chain)
+    x = jax.device_put(np.ones(n, np.float32), dev)
+    queued = queued_time(lambda: f(x), lambda o: o.block_until_ready(), reps)
+    waited = median_time(lambda: f(x).block_until_ready(), reps)
+    return queued, waited
+
+
+def dispatch(reps: int, sm: int) -> list[dict[str, Any]]:
+    """Host cost per call of the chains (see the module docstring); one row per size and
+    kernel count, seconds."""
+    from xlc.backend_gpu import launch
+
+    depth = launch.MAX_IN_FLIGHT
+    launch.MAX_IN_FLIGHT = max(depth, reps + 2)  # runtimes made now: no call waits for another
+    try:
+        return _dispatch_rows(reps, sm)
+    finally:
+        launch.MAX_IN_FLIGHT = depth
+
+
+def _dispatch_rows(reps: int, sm: int) -> list[dict[str, Any]]:
+    rows = []
+    for kernels in DISPATCH_KERNELS:
+        for nbytes in DISPATCH_SIZES:
+            n = max(1, nbytes // 4)
+            exe = compile_gpu(parse_module(chain_text(n, kernels)),
+                              CompileOptions(backend="gpu", gpu_sm=sm, fusion=False),
+                              assemble=True)
+            rows.append(_dispatch_row(exe, n, kernels, nbytes, reps))
+    return rows
+
+
+def _dispatch_row(exe: GpuExecutable, n: int, kernels: int, nbytes: int,
+                  reps: int) -> dict[str, Any]:
+    host = np.ones(n, np.float32)
+    dx = [to_device(host)]
+
+    def wait(outs: Any) -> None:
+        outs[0].block_until_ready()
+    row: dict[str, Any] = {"kernels": kernels, "bytes": nbytes}
+    row["queued_s"] = queued_time(lambda: exe.run_on_device(dx), wait, reps)
+    row["graph_queued_s"] = queued_time(lambda: exe.run_on_device(dx, graph=True), wait, reps)
+    row["waited_s"] = median_time(lambda: wait(exe.run_on_device(dx)), reps)
+    row["numpy_s"] = median_time(lambda: exe.run([host]), reps)
+    jx = jax_dispatch(n, kernels, reps)
+    row["jax_queued_s"], row["jax_waited_s"] = jx if jx else (None, None)
+    return row
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{1e6 * v:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nper-call overhead (tiny fn, 3 kernels): {1e6 * ov['host']:.1f} us host in/out, "
           f"{1e6 * ov['host_graph']:.1f} us with CUDA graph, {1e6 * ov['device']:.1f} us "
           "device-resident")
+    rows = dispatch(args.reps * 5, sm)
+    report["dispatch"] = rows
+    print("\ndispatch, us per call (queued: host time of back-to-back asynchronous calls; "
+          "waited: call + block_until_ready)")
+    print(f"{'kernels':>7}{'output':>10}{'queued':>9}{'graph':>9}{'waited':>9}{'numpy':>9}"
+          f"{'JAX q':>9}{'JAX w':>9}")
+    for r in rows:
+        size = f"{r['bytes'] >> 20} MiB" if r["bytes"] >= 1 << 20 else f"{r['bytes'] >> 10} KiB"
+        print(f"{r['kernels']:>7}{size:>10}{_us(r['queued_s']):>9}{_us(r['graph_queued_s']):>9}"
+              f"{_us(r['waited_s']):>9}{_us(r['numpy_s']):>9}{_us(r['jax_queued_s']):>9}"
+              f"{_us(r['jax_waited_s']):>9}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     return 0

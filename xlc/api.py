@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from xlc.backends import Executable, get_backend
+from xlc.backends import Executable, get_backend, resolve_backend
 from xlc.errors import ArgumentError
 from xlc.frontend import pytree
 from xlc.frontend.arguments import (
@@ -195,16 +195,21 @@ class Compiled:
     _fast_keys: frozenset = frozenset()  # fast_signature keys of checked numpy-only calls
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # numpy leaves whose dtypes/shapes were checked before (converting them would return
-        # them unchanged): no avals, labels or shape text per call
+        return self.call_flat(self._checked_flat(args, kwargs))
+
+    def _checked_flat(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The flat arguments of a call. Numpy and DeviceArray leaves whose dtypes and shapes
+        were checked before (converting them would return them unchanged) take the fast path:
+        no avals, labels or shape text per call."""
         sig = None if kwargs else fast_signature(args, frozenset())
         if sig is not None and sig[0] in self._fast_keys:
-            return self.call_flat(sig[1])
+            return sig[1]
         flat = self._flat_args(args, kwargs)
         if sig is not None and len(self._fast_keys) < 8 and \
-                all(type(x) is np.ndarray for x in sig[1]):
+                all(type(x) is np.ndarray or getattr(type(x), "xlc_device_array", False)
+                    for x in sig[1]):
             self._fast_keys = self._fast_keys | {sig[0]}
-        return self.call_flat(flat)
+        return flat
 
     def executable(self) -> Any:
         """The backend's executable (e.g. an `xlc.backend_gpu.GpuExecutable`, with its PTX,
@@ -213,13 +218,16 @@ class Compiled:
 
     def call_on_device(self, *args: Any, **kwargs: Any) -> Any:
         """Like calling, but the results stay on the GPU: an output pytree of
-        `xlc.DeviceArray` (GPU backend only; ArgumentError otherwise). Arguments may be
-        numpy arrays or device arrays."""
+        `xlc.DeviceArray`, returned as soon as the work is queued (`block_until_ready()` or
+        `to_numpy()` wait; GPU backend only, ArgumentError otherwise). Arguments may be numpy
+        arrays or device arrays; a donated argument (`donate_argnums`) that is an
+        `xlc.DeviceArray` owning its buffer becomes the result's storage and is deleted, as
+        in JAX (other donated arguments are copied)."""
         run = getattr(self.executable(), "run_on_device", None)
         if run is None:
             raise ArgumentError(f"{self.name}: results can stay on the device only with "
                                 f"backend='gpu' (this executable is for '{self.backend}')")
-        return pytree.unflatten(self.out_tree, run(self._flat_args(args, kwargs)))
+        return pytree.unflatten(self.out_tree, run(self._checked_flat(args, kwargs), donate=True))
 
     def __repr__(self) -> str:
         return f"<Compiled {self.name} on {self.backend}>"
@@ -279,7 +287,7 @@ class Jitted:
         if self.name == "<lambda>":
             self.name = "lambda"
         self.options = options or default_options()
-        self.backend = backend or self.options.backend
+        self.backend = resolve_backend(backend or self.options.backend)
         get_backend(self.backend)  # ArgumentError listing the known names
         try:
             self._signature: inspect.Signature | None = inspect.signature(fn)
@@ -497,7 +505,7 @@ def compile(hlo: str | HloModule, backend: str | None = None,  # noqa: A001
     the instruction, never a wrong answer). The result takes the entry parameters positionally
     and returns an array or (nested) tuple of arrays."""
     opts = options or default_options()
-    backend = backend or opts.backend
+    backend = resolve_backend(backend or opts.backend)
     if isinstance(hlo, str):
         from xlc.hlo.parser import parse_module
 

@@ -136,6 +136,19 @@ def backend_names() -> tuple[str, ...]:
     return tuple(_FACTORIES)
 
 
+AUTO = "auto"
+"""The backend name that means "the GPU when one is usable here, else the CPU"."""
+
+
+def resolve_backend(name: str) -> str:
+    """`name`, or for "auto" "gpu" when the GPU backend finds a usable device (a CUDA device
+    and cuda-python) and "cpu" otherwise."""
+    if name != AUTO:
+        return name
+    usable = getattr(get_backend("gpu"), "device_usable", None)
+    return "gpu" if callable(usable) and usable() else "cpu"
+
+
 def get_backend(name: str) -> Backend:
     """The backend called `name` (created on first use). ArgumentError for an unknown name,
     listing the known ones."""
@@ -160,5 +173,5 @@ def as_device_array(x: Any) -> Any:
     return get_backend(DEVICE_ARRAY_BACKEND).as_device_array(x)  # type: ignore[attr-defined]
 
 
-__all__ = ["Backend", "Executable", "as_device_array", "backend_names", "get_backend",
-           "register_backend", "unregister_backend"]
+__all__ = ["AUTO", "Backend", "Executable", "as_device_array", "backend_names", "get_backend",
+           "register_backend", "resolve_backend", "unregister_backend"]

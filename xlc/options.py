@@ -33,11 +33,14 @@ class CompileOptions(BaseModel):
     fusion: bool = True
     constant_folding_limit: int = Field(1 << 16, description="max elements of a folded constant")
     cache_dir: str | None = Field(None, description="persistent compile cache directory")
-    gpu_sm: int = Field(80, description="GPU architecture sm_XX (80: A100, 90: H100/H200)")
+    gpu_sm: int | None = Field(None, description="GPU architecture sm_XX (80: A100, 90: "
+                               "H100/H200; None: the GPU's own when one is usable, else 80)")
     gpu_ptx_version: int | None = Field(None, description="PTX ISA version x10 (None: the "
                                         "architecture's default, at least 78)")
     gpu_streams: int = 1
     gpu_graphs: bool = Field(False, description="replay the GPU schedule as a CUDA graph")
+    gpu_host_fallback: bool = Field(True, description="run instructions the GPU cannot "
+                                    "compile on the host (with a warning) instead of failing")
     threads: int = Field(0, description="CPU threads for large kernels (0 = all cores)")
     memory_limit: int | None = Field(None, ge=0, description="bytes the program may use at "
                                      "its peak (parameters + outputs + temps, the buffer "
@@ -77,6 +80,7 @@ _FLAG_KEYS = {
     "opt-level": "opt_level", "scheduler": "scheduler", "no-fusion": "fusion",
     "backend": "backend", "gpu-sm": "gpu_sm", "gpu-streams": "gpu_streams",
     "gpu-ptx-version": "gpu_ptx_version", "gpu-graphs": "gpu_graphs",
+    "gpu-host-fallback": "gpu_host_fallback",
     "threads": "threads", "constant-folding-limit": "constant_folding_limit",
     "cache-dir": "cache_dir", "memory-limit": "memory_limit",
     "memory-limit-strict": "memory_limit_strict",
@@ -103,7 +107,8 @@ def parse_flags(text: str) -> dict[str, Any]:
             if not value:
                 raise ArgumentError("XLC_FLAGS: --profile needs a directory: --profile=DIR")
             out[field], out["profile"] = value, True
-        elif key in ("verify", "gpu-graphs", "memory-limit-strict", "explain-cache-misses"):
+        elif key in ("verify", "gpu-graphs", "memory-limit-strict", "explain-cache-misses",
+                     "gpu-host-fallback"):
             out[field] = value.lower() not in ("0", "false", "no") if value else True
         else:
             out[field] = value

@@ -25,6 +25,7 @@ from xlc.backend_gpu.executable import GpuExecutable
 from xlc.backend_gpu.thunks import (
     ConditionalThunk,
     DeviceToDeviceCopyThunk,
+    HostCallThunk,
     KernelThunk,
     Memset32Thunk,
     MemzeroThunk,
@@ -121,6 +122,7 @@ _CALLBACKS["emu_barrier"] = _VOID(_barrier)
 _CALLBACKS["emu_shfl"] = _SHFL(_shfl)
 _registered = False
 _lock = threading.Lock()
+_launch_lock = threading.Lock()
 
 
 def _register() -> None:
@@ -262,8 +264,22 @@ class Emulator:
                 v = int(raw.view(np.int32)[0])
                 k = v if 0 <= v < n else n - 1
             self.execute(t.branches[k])
+        elif isinstance(t, HostCallThunk):
+            self._host_call(t)
         else:
             raise NotImplementedError(t.kind)
+
+    def _host_call(self, t: HostCallThunk) -> None:
+        """A host call (custom-call target or evaluator fallback) on the emulated buffers."""
+        from xlc.hlo import host_calls
+
+        _call, op_shapes, res_shapes, _handler = host_calls.decode(t.desc)
+        arrays = [host_calls.logical_view(self._view(sl).copy().view(
+            shape.element_type.dtype), shape).copy()  # type: ignore[union-attr]
+            for sl, shape in zip(t.operands, op_shapes)]
+        for sl, shape, value in zip(t.results, res_shapes, host_calls.run(t.desc, arrays)):
+            raw = host_calls.to_physical(value, shape).view(np.uint8).reshape(-1)
+            self._view(sl)[:raw.size] = raw
 
     def launch(self, t: KernelThunk) -> None:
         """Emulate one kernel launch of a thunk on the emulator's own buffers."""
@@ -271,7 +287,14 @@ class Emulator:
 
     def launch_raw(self, kernel: str, grid: tuple[int, int, int],
                    block: tuple[int, int, int], ptrs: list[int]) -> None:
-        """Emulate launching `kernel` on `grid` x `block` with pointer arguments `ptrs`."""
+        """Emulate launching `kernel` on `grid` x `block` with pointer arguments `ptrs`. One
+        launch at a time in the process (the block state is global): launches from several
+        threads take turns."""
+        with _launch_lock:
+            self._launch(kernel, grid, block, ptrs)
+
+    def _launch(self, kernel: str, grid: tuple[int, int, int],
+                block: tuple[int, int, int], ptrs: list[int]) -> None:
         addr = self.engine.get_function_address(kernel)
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(ptrs))(addr)
         bx, by, bz = block

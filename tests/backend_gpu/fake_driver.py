@@ -12,6 +12,7 @@ whose PTX (or cubin) the image is, and launches run that executable's emulated k
 from __future__ import annotations
 
 import ctypes
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from tests.backend_gpu.emulator import Emulator
 from xlc.backend_gpu.executable import GpuExecutable
+from xlc.backend_gpu.thunks import KernelThunk
 
 OK = 0
 
@@ -39,6 +41,41 @@ class CUstreamCaptureMode:
     CU_STREAM_CAPTURE_MODE_GLOBAL = 0
 
 
+class CUgraphNodeType:  # noqa: N801
+    CU_GRAPH_NODE_TYPE_KERNEL = 0
+    CU_GRAPH_NODE_TYPE_OTHER = 99   # memcpy, memset, event nodes: one kind for the fake
+
+
+class KernelNodeParams:
+    """The fields of CUDA_KERNEL_NODE_PARAMS the runtime reads and writes."""
+
+    def __init__(self, func: Any, kernel_params: int):
+        self.func = func
+        self.kernelParams = kernel_params
+
+
+class KernelNode:
+    """A captured launch: its function and the argument addresses recorded at capture."""
+
+    def __init__(self, drv: FakeDriver, func: tuple[int, str], grid: tuple[int, int, int],
+                 block: tuple[int, int, int], args: tuple[int, ...]):
+        self.drv, self.func, self.grid, self.block, self.args = drv, func, grid, block, args
+        self._slots: Any = None
+
+    def params(self) -> KernelNodeParams:
+        """The node's parameters: a void** array owned by the node, as the driver's."""
+        n = max(1, len(self.args))
+        values = (ctypes.c_uint64 * n)(*self.args)
+        slots = (ctypes.c_void_p * n)(*[ctypes.addressof(values) + 8 * i for i in range(n)])
+        self._slots = (values, slots)
+        return KernelNodeParams(self.func, ctypes.addressof(slots))
+
+    def __call__(self) -> None:
+        module, name = self.func
+        self.drv.launches.append(name)
+        self.drv.programs[module][1].launch_raw(name, self.grid, self.block, list(self.args))
+
+
 class CUdevice_attribute:  # noqa: N801
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
@@ -52,9 +89,14 @@ class FakeDriver:
     CUevent_flags = CUevent_flags
     CUstreamCaptureMode = CUstreamCaptureMode
     CUdevice_attribute = CUdevice_attribute
+    CUgraphNodeType = CUgraphNodeType
 
     def __init__(self, exe: GpuExecutable | None = None, compute_capability: int = 80):
+        self.api: Counter[str] = Counter()
+        """How often each driver entry point was looked up (= called, for the runtime)."""
         self.programs: list[tuple[GpuExecutable, Emulator]] = []
+        self.arity: dict[str, int] = {}
+        self.handles = 0
         if exe is not None:
             self.add(exe)
         self.compute_capability = compute_capability
@@ -66,9 +108,37 @@ class FakeDriver:
         self.calls: list[str] = []
         self.graph_launches = 0
 
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("cu") and name[2:3].isupper():
+            object.__getattribute__(self, "api")[name] += 1
+        return object.__getattribute__(self, name)
+
     def add(self, exe: GpuExecutable) -> None:
         """Make `exe`'s kernels loadable (its PTX or cubin) and runnable (emulated)."""
         self.programs.append((exe, Emulator(exe)))
+        for t in exe.all_thunks():
+            if isinstance(t, KernelThunk):
+                self.arity[t.kernel] = len(t.args)
+
+    def kernel_args(self, f: tuple[int, str], params: Any) -> tuple[int, ...]:
+        """The argument addresses of a launch of kernel `f`: from a packed `void**` array
+        (read now, as the driver copies them at the launch or capture) or a (values, types)
+        tuple."""
+        if isinstance(params, int):
+            n = self.arity[f[1]]
+            slots = (ctypes.c_void_p * n).from_address(params)
+            return tuple(ctypes.c_uint64.from_address(slots[i]).value for i in range(n))
+        ptrs, types = params
+        assert len(ptrs) == len(types)
+        return tuple(ptrs)
+
+    def steady(self, before: Counter[str]) -> Counter[str]:
+        """The driver calls made since the snapshot `before` (a copy of `api`), frees left
+        out (other tests' garbage may be collected at any time)."""
+        made = self.api - before
+        for name in ("cuMemFree", "cuMemFreeHost"):
+            made.pop(name, None)
+        return made
 
     # ---- helpers ------------------------------------------------------------------------
     def _do(self, name: str, op: Callable[[], None]) -> tuple[int]:
@@ -116,8 +186,10 @@ class FakeDriver:
             text = ctypes.string_at(image)
             found = [k for k, (e, _) in enumerate(self.programs) if e.ptx.encode() == text]
         else:
-            found = [k for k, (e, _) in enumerate(self.programs) if e.cubin]
-        assert len(found) == 1, f"image matches {len(found)} registered executables"
+            found = [k for k, (e, _) in enumerate(self.programs)
+                     if e.cubin and ctypes.string_at(image, len(e.cubin)) == e.cubin]
+        # equal PTX (or cubin) is equal code: any of the executables that have it runs its kernels
+        assert found, "image matches no registered executable"
         return (OK, found[0])
 
     def cuModuleGetFunction(self, module: int, name: bytes  # noqa: N802
@@ -126,12 +198,15 @@ class FakeDriver:
         return (OK, (module, name.decode()))
 
     # ---- memory -------------------------------------------------------------------------
-    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+    def _allocate(self, n: int) -> int:
         buf = np.zeros(n + 256, dtype=np.uint8)
         off = (-buf.ctypes.data) % 256
         addr = buf.ctypes.data + off
         self.memory[addr] = buf
-        return (OK, addr)
+        return addr
+
+    def cuMemAlloc(self, n: int) -> tuple[int, int]:  # noqa: N802
+        return (OK, self._allocate(n))
 
     def cuMemFree(self, ptr: int) -> tuple[int]:  # noqa: N802
         self.freed.append(int(ptr))
@@ -169,10 +244,25 @@ class FakeDriver:
 
     # ---- streams, events, launches ------------------------------------------------------
     def cuStreamCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
-        return (OK, f"stream{len(self.calls)}")
+        self.handles += 1
+        return (OK, f"stream#{self.handles}")
+
+    def cuStreamDestroy(self, s: Any) -> tuple[int]:  # noqa: N802
+        return (OK,)
 
     def cuEventCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
-        return (OK, f"event{len(self.calls)}")
+        self.handles += 1
+        return (OK, f"event#{self.handles}")
+
+    def cuEventSynchronize(self, ev: Any) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
+    def cuMemHostAlloc(self, n: int, flags: int) -> tuple[int, int]:  # noqa: N802
+        return (OK, self._allocate(n))
+
+    def cuMemFreeHost(self, ptr: int) -> tuple[int]:  # noqa: N802
+        self.memory.pop(int(ptr), None)
+        return (OK,)
 
     def cuEventRecord(self, ev: Any, s: Any) -> tuple[int]:  # noqa: N802
         return self._do("record", lambda: None)
@@ -187,15 +277,9 @@ class FakeDriver:
     def cuLaunchKernel(self, f: tuple[int, str], gx: int, gy: int, gz: int,  # noqa: N802
                        bx: int, by: int, bz: int, shmem: int, s: Any, params: Any,
                        extra: Any) -> tuple[int]:
-        ptrs, types = params
-        assert len(ptrs) == len(types) and shmem == 0 and extra == 0
-        module, name = f
-        emulator = self.programs[module][1]
-
-        def op() -> None:
-            self.launches.append(name)
-            emulator.launch_raw(name, (gx, gy, gz), (bx, by, bz), list(ptrs))
-        return self._do("launch", op)
+        assert shmem == 0 and extra == 0
+        return self._do("launch", KernelNode(self, f, (gx, gy, gz), (bx, by, bz),
+                                             self.kernel_args(f, params)))
 
     # ---- graphs -------------------------------------------------------------------------
     def cuStreamBeginCapture(self, s: Any, mode: int) -> tuple[int]:  # noqa: N802
@@ -213,6 +297,25 @@ class FakeDriver:
         self.graph_launches += 1
         for op in g:
             op()
+        return (OK,)
+
+    def cuGraphGetNodes(self, g: list[Callable[[], None]], n: int  # noqa: N802
+                        ) -> tuple[int, list[Any], int]:
+        return (OK, list(g[:n]) if n else [], len(g))
+
+    def cuGraphNodeGetType(self, node: Any) -> tuple[int, int]:  # noqa: N802
+        kind = CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL if isinstance(node, KernelNode) \
+            else CUgraphNodeType.CU_GRAPH_NODE_TYPE_OTHER
+        return (OK, kind)
+
+    def cuGraphKernelNodeGetParams(self, node: KernelNode  # noqa: N802
+                                   ) -> tuple[int, KernelNodeParams]:
+        return (OK, node.params())
+
+    def cuGraphExecKernelNodeSetParams(self, g: Any, node: KernelNode,  # noqa: N802
+                                       params: KernelNodeParams) -> tuple[int]:
+        assert params.func == node.func
+        node.args = self.kernel_args(node.func, params.kernelParams)
         return (OK,)
 
 

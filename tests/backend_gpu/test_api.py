@@ -133,8 +133,13 @@ def test_newer_architectures_get_the_ptx_version_they_need(sm: int, version: str
 
 
 def test_cuda_python_is_imported_lazily() -> None:
+    # CPU programs, and GPU compiles for a named architecture, never load cuda-python (without
+    # gpu_sm, a GPU compile asks the driver for the device's architecture)
     code = ("import sys, numpy as np, xlc\n"
-            "c = xlc.jit(lambda x: x * 2, backend='gpu').lower(np.ones(4, np.float32)).compile()\n"
+            "xlc.jit(lambda x: x * 2)(np.ones(4, np.float32))\n"
+            "o = xlc.CompileOptions(backend='gpu', gpu_sm=80)\n"
+            "m = xlc.jit(lambda x: x * 2).lower(np.ones(4, np.float32)).module\n"
+            "c = xlc.compile(m, options=o)\n"
             "assert not [m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')]\n"
             "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -57,7 +57,8 @@ PROGRAMS = {
 
 
 def test_every_measurement_runs_through_the_runtime(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     bench = _bench()
     drv = FakeDriver(compute_capability=90)
     monkeypatch.setattr(cuda, "_driver", drv)
@@ -81,6 +82,7 @@ def test_every_measurement_runs_through_the_runtime(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(bench, "compile_case", compile_case)
     monkeypatch.setattr(bench, "BANDWIDTH_CASES", ("chain",))
     monkeypatch.setattr(bench, "GEMM_CASES", ("gemm",))
+    monkeypatch.setattr(bench, "DISPATCH_SIZES", (1 << 10, 1 << 12))
     out = tmp_path / "bench.json"
     assert bench.main(["--reps", "1", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -90,3 +92,11 @@ def test_every_measurement_runs_through_the_runtime(monkeypatch: pytest.MonkeyPa
     assert gemm["gflops"] > 0 and gemm["cublas"] is None
     assert set(report["overhead_s"]) == {"host", "host_graph", "device"}
     assert drv.graph_launches >= 1  # the graph variant replayed a captured schedule
+    rows = report["dispatch"]
+    assert [(r["kernels"], r["bytes"]) for r in rows] == [(1, 1024), (1, 4096), (10, 1024),
+                                                          (10, 4096)]
+    for r in rows:
+        assert all(r[k] > 0 for k in ("queued_s", "graph_queued_s", "waited_s", "numpy_s"))
+        assert r["jax_queued_s"] is None   # no JAX GPU backend here
+    out_text = capsys.readouterr().out
+    assert "dispatch, us per call" in out_text

@@ -50,7 +50,7 @@ class OffloadFake(FakeDriver):
 
     def cuLaunchKernel(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int,  # noqa: N802
                        bz: int, shmem: int, s: Any, params: Any, extra: Any) -> tuple[int]:
-        self.log.append(("launch", s, tuple(params[0])))
+        self.log.append(("launch", s, self.kernel_args(f, params)))
         return super().cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra)
 
     def in_host_block(self, ptr: int) -> bool:

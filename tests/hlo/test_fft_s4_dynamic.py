@@ -58,14 +58,22 @@ def test_fft_parses_evaluates_and_runs_on_the_interpreter(i: str, o: str, kind: 
     np.testing.assert_array_equal(xlc.compile(text, backend="interpreter")(x), got)
 
 
-def test_fft_is_refused_by_the_native_backends_at_compile_time() -> None:
+def test_fft_is_refused_by_the_cpu_and_runs_on_the_host_for_the_gpu() -> None:
+    from tests.backend_gpu.emulator import Emulator
+
     text = _fft_text("c64[3,8]", "c64[3,8]", "FFT", "{8}")
     with pytest.raises(UnsupportedOpError, match=r"CPU backend cannot compile 'fft' \(y\): FFT "
                                                  r"is not implemented by the CPU backend"):
         xlc.compile(text, backend="cpu")
     with pytest.raises(UnsupportedOpError, match=r"GPU backend cannot compile 'fft' \(y\): FFT "
                                                  r"is not implemented by the GPU backend"):
-        compile_text(text)
+        compile_text(text, gpu_host_fallback=False)
+    exe = compile_text(text)   # by default the GPU executable runs the fft on the host
+    assert [t.kind for t in exe.all_thunks()] == ["sequential", "host_call"]
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 8)) + 1j * rng.standard_normal((3, 8))).astype(np.complex64)
+    (got,) = Emulator(exe).run([x])
+    np.testing.assert_allclose(got, np.fft.fft(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("i, o, kind, lengths, message", [

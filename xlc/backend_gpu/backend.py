@@ -54,8 +54,19 @@ class GpuBackend:
         return compile_gpu(module, options, assemble=True)
 
     def target(self, options: CompileOptions) -> dict[str, Any]:
-        """Nothing beyond the options: the target, `gpu_sm`, is an option already."""
-        return {}
+        """The architecture when the options leave it to the machine (`gpu_sm` None: the
+        GPU's own, else sm_80), so a cached executable is never one for another GPU."""
+        if options.gpu_sm is not None:
+            return {}
+        from xlc.backend_gpu.compiler import target_sm
+
+        return {"gpu_sm": target_sm(options)}
+
+    def device_usable(self) -> bool:
+        """Whether a CUDA device can run code here (`backend="auto"` picks the GPU then)."""
+        from xlc.backend_gpu.cuda import device_sm
+
+        return device_sm() is not None
 
     def dump_stages(self, module: HloModule, options: CompileOptions) -> None:
         """Compile a copy (`gpu_sm` from the options; no GPU needed) and write its NVPTX LLVM

@@ -30,6 +30,7 @@ from xlc.hlo.cost_analysis import H100
 from xlc.hlo.ir import HloModule
 from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
+from xlc.passes.complex_dot import ComplexDotExpander
 from xlc.passes.host_offload import HostOffload
 from xlc.passes.memory_budget import BudgetPass
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
@@ -46,6 +47,10 @@ def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
     fusion rules equal the shared ones today; GPU-only passes go here, never into the shared
     pipeline."""
     return [
+        # complex matrix products as four real ones: the GPU has no complex GEMM, and the
+        # real dots take its tiled and tensor-core kernels (first: simplification then sees
+        # the real dots, and fusion their real/imag splits)
+        ComplexDotExpander(),
         # simplify, fuse (kLoop/kInput), multi-output fuse, row fusion (softmax / norms as one
         # kernel: `emit_row_fusion`), clean up, insert copies, schedule
         *standard_passes(options, row_fusion=True),
@@ -105,8 +110,28 @@ def run_gpu_passes(module: HloModule, options: CompileOptions
 def optimize_gpu(module: HloModule, options: CompileOptions) -> OptimizedModule:
     """The GPU pipeline and buffer assignment of `module` (in place), as `compile_gpu` runs
     them (256-byte alignment; multi-stream ordering when `options.gpu_streams > 1`)."""
+    options = resolve_target(options)
     check_gpu_options(options)
     return run_gpu_passes(module, options)[0]
+
+
+DEFAULT_SM = 80
+"""The architecture GPU code targets when `gpu_sm` is None and no GPU is usable here."""
+
+
+def target_sm(options: CompileOptions) -> int:
+    """`options.gpu_sm`, or when it is None the architecture of the GPU of this machine
+    (`cuda.device_sm()`), or DEFAULT_SM without a usable GPU."""
+    if options.gpu_sm is not None:
+        return options.gpu_sm
+    from xlc.backend_gpu.cuda import device_sm
+
+    return device_sm() or DEFAULT_SM
+
+
+def resolve_target(options: CompileOptions) -> CompileOptions:
+    """`options` with `gpu_sm` set (`target_sm`)."""
+    return options if options.gpu_sm is not None else options.replace(gpu_sm=target_sm(options))
 
 
 def check_gpu_options(options: CompileOptions, ptx_version: int | None = None) -> int:
@@ -117,13 +142,14 @@ def check_gpu_options(options: CompileOptions, ptx_version: int | None = None) -
         raise ArgumentError(f"gpu_streams must be at least 1, got {options.gpu_streams}")
     if ptx_version is None:
         ptx_version = options.gpu_ptx_version
-    return nvptx.ptx_version_for(options.gpu_sm, ptx_version)
+    return nvptx.ptx_version_for(target_sm(options), ptx_version)
 
 
 def compile_gpu(module: HloModule, options: CompileOptions | None = None,
                 ptx_version: int | None = None,
                 assemble: bool = False) -> GpuExecutable:
-    """Compile `module` (cloned; the caller's stays as is) for `sm_<options.gpu_sm>`, emitting
+    """Compile `module` (cloned; the caller's stays as is) for `sm_<options.gpu_sm>` (None:
+    this machine's GPU, else sm_80: `target_sm`), emitting
     PTX ISA `ptx_version` (x10; default `options.gpu_ptx_version`, else
     `nvptx.ptx_version_for(sm)`). `options.gpu_graphs` makes `run` replay a CUDA graph.
 
@@ -131,7 +157,8 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     and PTX (plus a cubin when `assemble` and ptxas is on the PATH). Raises ArgumentError for
     an unsupported architecture / PTX version, UnsupportedOpError naming the instruction for
     anything without a GPU emitter and LoweringError when LLVM or ptxas rejects a kernel."""
-    options = options or default_options()
+    options = resolve_target(options or default_options())
+    sm = target_sm(options)
     ptx_version = check_gpu_options(options, ptx_version)
     check_runnable(module, "GPU backend", FOUR_BIT_TYPES)
     t0 = time.perf_counter()
@@ -139,8 +166,12 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     opt, streams = run_gpu_passes(mod, options)
     _check_entry(mod)
     t1 = time.perf_counter()
-    em = GpuEmitter(mod, opt.assignment, EMITTERS, UNSUPPORTED, sm=options.gpu_sm)
+    em = GpuEmitter(mod, opt.assignment, EMITTERS, UNSUPPORTED, sm=sm,
+                    host_fallback=options.gpu_host_fallback)
     seq = em.emit()
+    if em.fallbacks:  # one warning per program (host_fallback.py)
+        log.warning("%s: %d instruction(s) run on the host (no GPU code): %s", mod.name,
+                    len(em.fallbacks), "; ".join(f"{i.name}: {why}" for i, why in em.fallbacks))
     check_host_buffers(opt.assignment.allocations, seq)
     num_streams, ordered = options.gpu_streams, False
     if has_async_copies(mod):  # one more stream for the transfers (streams.py)
@@ -150,27 +181,27 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     plan: StreamPlan = plan_streams(mod, seq, num_streams, streams, ordered_copies=ordered)
     llvm_ir = str(em.llmod)
     t2 = time.perf_counter()
-    ptx = nvptx.compile_ptx(llvm_ir, options.gpu_sm, ptx_version,
+    ptx = nvptx.compile_ptx(llvm_ir, sm, ptx_version,
                             opt_level=max(1, options.opt_level))
     t3 = time.perf_counter()
     cubin = None
     if assemble and nvptx.ptxas_path() is not None:
-        cubin = nvptx.ptxas(ptx, options.gpu_sm)
+        cubin = nvptx.ptxas(ptx, sm)
     t4 = time.perf_counter()
     # named stages: hlo -> opt.hlo (optimize_module) -> .ll -> .ptx (-> .cubin)
-    dump_text(options, mod.name, f"sm_{options.gpu_sm}.ll", llvm_ir)
-    ptx_path = dump_text(options, mod.name, f"sm_{options.gpu_sm}.ptx", ptx)
+    dump_text(options, mod.name, f"sm_{sm}.ll", llvm_ir)
+    ptx_path = dump_text(options, mod.name, f"sm_{sm}.ptx", ptx)
     if ptx_path is not None and cubin is not None:
         with open(ptx_path[:-len("ptx")] + "cubin", "wb") as f:
             f.write(cubin)
     dump_text(options, mod.name, "thunks.json", json.dumps(plan.thunks.to_dict(), indent=1))
     timings = {"hlo_passes_s": t1 - t0, "emit_s": t2 - t1, "ptx_s": t3 - t2,
                "ptxas_s": t4 - t3}
-    log.debug("compiled %s for sm_%d: %s", mod.name, options.gpu_sm, timings)
+    log.debug("compiled %s for sm_%d: %s", mod.name, sm, timings)
     return GpuExecutable(opt, plan, GpuCompileResult(ptx, cubin, em.kernel_names,
                                                      em.constants, llvm_ir, ptx_version,
                                                      em.ffi_modules),
-                         sm=options.gpu_sm, timings=timings, graphs=options.gpu_graphs,
+                         sm=sm, timings=timings, graphs=options.gpu_graphs,
                          profile=options.profile)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from xlc.backend_gpu.device_array import DeviceArray
+from xlc.backend_gpu.memory_pool import DevicePool, HostPool
 from xlc.errors import XlcError
 
 log = logging.getLogger("xlc.backend_gpu")
@@ -30,6 +31,11 @@ _driver: Driver = None
 _lock = threading.RLock()
 _context: Any = None
 _compute_capability = 0
+_generation = 0
+"""Counts the contexts made current so far: per-thread state of an older one is stale."""
+_pools: tuple[DevicePool, HostPool] | None = None
+_tls = threading.local()
+"""Per thread: `generation` whose context is current on this thread, and `stream`."""
 
 
 def driver() -> Driver:
@@ -37,6 +43,9 @@ def driver() -> Driver:
 
     Raises XlcError("no CUDA device available: cuda-python is not installed ...")."""
     global _driver
+    current = _driver
+    if current is not None:
+        return current
     with _lock:
         if _driver is None:
             try:
@@ -57,10 +66,10 @@ def check(ret: Any, what: str) -> Any:
     """Unpack a driver call's (CUresult, values...) tuple: None without values, the value
     when there is one, else the tuple of values. XlcError("CUDA error in <what>: <name>")
     when the result is not CUDA_SUCCESS."""
-    drv = driver()
     if not isinstance(ret, tuple):
         ret = (ret,)
     err, rest = ret[0], ret[1:]
+    drv = _driver if _driver is not None else driver()
     if err != drv.CUresult.CUDA_SUCCESS:
         name = drv.cuGetErrorName(err)
         text = name[1].decode() if isinstance(name, tuple) and len(name) > 1 and \
@@ -72,11 +81,15 @@ def check(ret: Any, what: str) -> Any:
 
 
 def primary_context() -> Any:
-    """Initialise the driver and make device 0's primary context current (once).
+    """Initialise the driver and make device 0's primary context current on this thread
+    (once per thread: later calls cost no driver call).
 
     Raises XlcError("no CUDA device available: ...") without a usable device (no driver
     library, no device, or a driver that fails to initialise)."""
-    global _context, _compute_capability
+    global _context, _compute_capability, _generation, _pools
+    ctx = _context
+    if ctx is not None and getattr(_tls, "generation", -1) == _generation:
+        return ctx
     with _lock:
         drv = driver()
         if _context is None:
@@ -98,9 +111,61 @@ def primary_context() -> Any:
                 attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
             _context = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
             _compute_capability = 10 * int(major) + int(minor)
+            _generation += 1
+            _pools = (DevicePool(_raw_alloc, _raw_free, _synchronize),
+                      HostPool(_raw_host_alloc, _raw_host_free, _synchronize))
             log.info("CUDA device 0: sm_%d", _compute_capability)
         check(drv.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
+        _tls.generation = _generation
+        _tls.stream = None
         return _context
+
+
+def thread_stream() -> Any:
+    """This thread's main stream (non-blocking, created on first use): every executable
+    called from this thread issues its work there, so a result one call returns and the next
+    reads need no event between them, and blocks go back to the memory pool in stream
+    order."""
+    primary_context()
+    stream = getattr(_tls, "stream", None)
+    if stream is None:
+        drv = driver()
+        flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
+        stream = _tls.stream = check(drv.cuStreamCreate(flags), "cuStreamCreate")
+    return stream
+
+
+def device_pools() -> tuple[DevicePool, HostPool]:
+    """The current context's device memory pool and pinned host pool (memory_pool.py)."""
+    primary_context()
+    assert _pools is not None
+    return _pools
+
+
+def _synchronize() -> None:
+    check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+def _raw_alloc(nbytes: int) -> int:
+    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
+
+
+def _raw_free(ptr: int) -> None:
+    try:
+        driver().cuMemFree(ptr)
+    except Exception:  # pragma: no cover - shutdown order
+        pass
+
+
+def _raw_host_alloc(nbytes: int) -> int:
+    return int(check(driver().cuMemHostAlloc(max(1, nbytes), 0), "cuMemHostAlloc"))
+
+
+def _raw_host_free(ptr: int) -> None:
+    try:
+        driver().cuMemFreeHost(ptr)
+    except Exception:  # pragma: no cover - shutdown order
+        pass
 
 
 def compute_capability() -> int:
@@ -108,6 +173,27 @@ def compute_capability() -> int:
     device."""
     primary_context()
     return _compute_capability
+
+
+_probe: tuple[Any, int | None] | None = None
+"""(driver module at the time, its device's architecture or None) of the last `device_sm`."""
+
+
+def device_sm() -> int | None:
+    """The compute capability of device 0 as one number (sm_90 -> 90), or None when no GPU is
+    usable (no cuda-python, no driver, no device). The answer is kept until the driver module
+    changes (tests install fakes)."""
+    global _probe
+    probe = _probe
+    if probe is not None and probe[0] is _driver and (_context is not None or probe[1] is None):
+        return probe[1]
+    try:
+        sm: int | None = compute_capability()
+    except XlcError as e:
+        log.info("no usable GPU: %s", e)
+        sm = None
+    _probe = (_driver, sm)
+    return sm
 
 
 def select_image(sm: int, device_cc: int, cubin: bytes | None, ptx: str) -> tuple[str, bytes]:
@@ -151,17 +237,19 @@ def load_module(image: bytes, kernel_names: Sequence[str]) -> LoadedModule:
 
 
 def device_alloc(nbytes: int) -> int:
-    """cuMemAlloc (at least 1 byte); returns the device address."""
+    """cuMemAlloc (at least 1 byte); returns the device address. Blocks that live as long
+    as an executable's state; per-call memory comes from `device_pools()`."""
     primary_context()
-    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
+    return _raw_alloc(nbytes)
 
 
 def device_free(ptr: int) -> None:
-    """cuMemFree (errors at interpreter shutdown are ignored)."""
-    try:
-        driver().cuMemFree(ptr)
-    except Exception:  # pragma: no cover - shutdown order
-        pass
+    """Release device block `ptr`: back to the memory pool when the pool handed it out, else
+    cuMemFree (errors at interpreter shutdown are ignored)."""
+    pools = _pools
+    if pools is not None and pools[0].give(ptr):
+        return
+    _raw_free(ptr)
 
 
 def host_alloc(nbytes: int) -> int:
@@ -169,24 +257,23 @@ def host_alloc(nbytes: int) -> int:
     context, not mapped into the device's address space: only copies reach it); returns the
     host address. Used for allocations in host memory `S(5)` (host offload)."""
     primary_context()
-    return int(check(driver().cuMemHostAlloc(max(1, nbytes), 0), "cuMemHostAlloc"))
+    return _raw_host_alloc(nbytes)
 
 
 def host_free(ptr: int) -> None:
     """cuMemFreeHost (errors at interpreter shutdown are ignored)."""
-    try:
-        driver().cuMemFreeHost(ptr)
-    except Exception:  # pragma: no cover - shutdown order
-        pass
+    _raw_host_free(ptr)
 
 
 def to_device(arr: np.ndarray) -> DeviceArray:
-    """Copy a numpy array to a new DeviceArray (synchronously)."""
-    primary_context()
+    """Copy a numpy array to a new DeviceArray (a pooled block of this thread's stream;
+    synchronously: the copy has finished when this returns)."""
     a = np.array(arr, order="C", copy=True)  # keeps 0-d shapes (ascontiguousarray would not)
-    ptr = device_alloc(a.nbytes)
-    check(driver().cuMemcpyHtoD(ptr, a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
-    # a pageable upload may return before its DMA finished, and our streams are non-blocking
-    # (no implicit ordering with the legacy stream): wait for it here
-    check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
+    stream = thread_stream()
+    ptr = device_pools()[0].take(a.nbytes, stream)
+    drv = driver()
+    if a.nbytes:
+        check(drv.cuMemcpyHtoDAsync(ptr, a.ctypes.data, a.nbytes, stream), "cuMemcpyHtoDAsync")
+    # a pageable upload may return before its DMA finished
+    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
     return DeviceArray(ptr, a.shape, a.dtype, owner=True)

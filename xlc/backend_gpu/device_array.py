@@ -8,6 +8,12 @@ Design:
 * DLPack: `__dlpack_device__()` -> (kDLCUDA = 2, 0) and `__dlpack__()` -> a "dltensor"
   PyCapsule (DLManagedTensor built with ctypes; the capsule keeps the array alive until the
   consumer calls the deleter), so `torch.from_dlpack(x)` / `cupy.from_dlpack(x)` work;
+* results of asynchronous calls carry `ready`, the stream (and optionally an event) of the
+  call that computes them: `block_until_ready()` waits for it, and `to_numpy()`,
+  `__cuda_array_interface__` and `__dlpack__` wait first; a call that reads the array on
+  another stream makes that stream wait for the event;
+* an array donated to a call (its buffer became the call's result) is deleted: every use
+  raises `XlcError`, as in JAX;
 * `to_numpy()` copies back to the host; `DeviceArray.from_numpy(np_array)` uploads;
 * `as_device_array(x)` wraps any C-contiguous object with `__cuda_array_interface__` (CuPy,
   PyTorch, Numba arrays) without a copy, so they can be passed as arguments.
@@ -77,16 +83,50 @@ def dlpack_dtype(dtype: np.dtype) -> DLDataType:
 class DeviceArray:
     """A C-contiguous array in device memory (see the module docstring)."""
 
-    __slots__ = ("ptr", "shape", "dtype", "owner", "base", "device_id", "__weakref__")
+    __slots__ = ("ptr", "shape", "dtype", "owner", "base", "device_id", "ready", "deleted",
+                 "__weakref__")
+
+    xlc_device_array = True
+    """Marks the class for argument conversion (`frontend.arguments`), which must not read
+    `__cuda_array_interface__` (it waits for the array)."""
 
     def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: bool = False,
-                 base: Any = None, device_id: int = 0):
+                 base: Any = None, device_id: int = 0, ready: tuple[Any, Any] | None = None):
         self.ptr = int(ptr)
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.owner = owner
         self.base = base
         self.device_id = device_id
+        self.ready = ready
+        """(stream, event or None) of the call computing this array while it may be pending:
+        with an event, the array is ready when the event is; with None, when all work queued
+        on the stream before now is done."""
+        self.deleted: str | None = None
+        """Why the array can no longer be used (donated to a call), or None."""
+
+    @classmethod
+    def wrap(cls, ptr: int, shape: tuple[int, ...], dtype: np.dtype, owner: bool,
+             base: Any = None, ready: tuple[Any, Any] | None = None) -> DeviceArray:
+        """The constructor without conversions, for values already of the right types (an
+        int, a tuple of ints, a numpy dtype): the runtime makes results with it."""
+        self = object.__new__(cls)
+        self.ptr, self.shape, self.dtype, self.owner, self.base = ptr, shape, dtype, owner, base
+        self.device_id, self.ready, self.deleted = 0, ready, None
+        return self
+
+    def check_alive(self) -> None:
+        """XlcError when the array was deleted (donated to a call)."""
+        if self.deleted is not None:
+            from xlc.errors import XlcError
+
+            raise XlcError(f"DeviceArray{list(self.shape)} {self.dtype} was deleted: "
+                           f"{self.deleted}")
+
+    def donate(self, why: str) -> None:
+        """Give up this array's buffer (it became a call's result): the array is deleted and
+        no longer frees the memory."""
+        self.ptr, self.owner, self.base, self.ready, self.deleted = 0, False, None, None, why
 
     @staticmethod
     def from_numpy(array: Any) -> DeviceArray:
@@ -114,11 +154,15 @@ class DeviceArray:
         return len(self.shape)
 
     def __repr__(self) -> str:
+        if self.deleted is not None:
+            return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, deleted)"
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr=0x{self.ptr:x})"
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface v3 (C-contiguous: strides None; synchronised on return)."""
+        """CUDA Array Interface v3 (C-contiguous: strides None; the array is computed before
+        this returns, so consumers need no stream)."""
+        self.block_until_ready()
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": None}
 
@@ -126,7 +170,9 @@ class DeviceArray:
         return (K_DL_CUDA, self.device_id)
 
     def __dlpack__(self, stream: Any = None, **_kw: Any) -> Any:
-        """A 'dltensor' PyCapsule sharing this memory (the array stays alive meanwhile)."""
+        """A 'dltensor' PyCapsule sharing this memory (the array stays alive meanwhile;
+        computed before this returns)."""
+        self.block_until_ready()
         shape = (ctypes.c_int64 * max(1, self.ndim))(*self.shape)
         mt = DLManagedTensor()
         mt.dl_tensor = DLTensor(ctypes.c_void_p(self.ptr), DLDevice(K_DL_CUDA, self.device_id),
@@ -140,18 +186,31 @@ class DeviceArray:
         return _capsule_new(addr, b"dltensor", None)
 
     def block_until_ready(self) -> DeviceArray:
-        """Wait until the array is computed; returns it. Calls synchronise their stream before
-        returning today, so this returns at once (it is here for code written for JAX and for
-        asynchronous dispatch to come)."""
+        """Wait until the call computing the array has finished; returns the array. XlcError
+        for a deleted (donated) array."""
+        self.check_alive()
+        ready = self.ready
+        if ready is not None:
+            from xlc.backend_gpu.cuda import check, driver, primary_context
+
+            primary_context()
+            if ready[1] is None:   # its stream (and whatever was queued after it)
+                check(driver().cuStreamSynchronize(ready[0]), "cuStreamSynchronize")
+            else:
+                check(driver().cuEventSynchronize(ready[1]), "cuEventSynchronize")
+            self.ready = None
         return self
 
     def to_numpy(self) -> np.ndarray:
-        """Copy to a new host array (synchronous)."""
+        """Copy to a new host array (waits for the array, then copies synchronously)."""
         from xlc.backend_gpu.cuda import check, driver, primary_context
 
+        self.block_until_ready()
         primary_context()
         out = np.empty(self.shape, dtype=self.dtype)
-        check(driver().cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+        if self.nbytes:
+            check(driver().cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes),
+                  "cuMemcpyDtoH")
         return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

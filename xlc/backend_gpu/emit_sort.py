@@ -33,6 +33,7 @@ from xlc.backend_gpu.kernel import (
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.shape import PrimitiveType, Shape, ShapeIndex, physical_order
 
@@ -84,6 +85,11 @@ def emit_sort(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     length = shape.dims[dim]
     rows = prod(shape.dims) // max(1, length)
     pts = [element_type(op.shape, op.name) for op in ops]
+    complex_ops = [op.name for op in ops
+                   if op.shape.element_type is not None and op.shape.element_type.is_complex]
+    if complex_ops:
+        raise UnsupportedOpError(f"GPU backend: sort {inst.name} of complex operands "
+                                 f"({', '.join(complex_ops)}) is unsupported")
     p2 = 1
     while p2 < length:
         p2 *= 2

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.host_fallback import checkpoint, host_thunk, rollback, runs_on_host
 from xlc.backend_gpu.kernel import GpuKernel, new_kernel
 from xlc.backend_gpu.thunks import SequentialThunk, Thunk
 from xlc.codegen.indexing import Index
@@ -64,10 +65,12 @@ class GpuEmitter:
 
     def __init__(self, module: HloModule, assignment: BufferAssignment,
                  emitters: Mapping[Opcode, EmitFn], unsupported: Mapping[Opcode, str],
-                 sm: int = 80, prefix: str = "xlc"):
+                 sm: int = 80, prefix: str = "xlc", host_fallback: bool = False):
         """`emitters`: Opcode -> emitter function and `unsupported`: Opcode -> why it has none
         (`registry.EMITTERS` and `registry.UNSUPPORTED` for the GPU backend); `sm` is the
-        target architecture, `prefix` starts the LLVM module's name."""
+        target architecture, `prefix` starts the LLVM module's name. With `host_fallback`,
+        an instruction the GPU cannot compile runs on the host (`host_fallback.py`) and is
+        listed in `fallbacks` with the reason."""
         self.hlo = module
         self.emitters = emitters
         self.unsupported = unsupported
@@ -79,6 +82,8 @@ class GpuEmitter:
         self.constants: dict[int, bytes] = {}
         # user PTX kernels (xlc.ffi): launch name -> {"ptx": text, "symbol": entry}
         self.ffi_modules: dict[str, dict[str, str]] = {}
+        self.host_fallback = host_fallback
+        self.fallbacks: list[tuple[HloInstruction, str]] = []
 
     # ---- top level ----------------------------------------------------------------------
     def emit(self) -> SequentialThunk:
@@ -104,14 +109,27 @@ class GpuEmitter:
         return SequentialThunk(comp.name, thunks=thunks)
 
     def emit_instruction(self, inst: HloInstruction) -> list[Thunk]:
-        """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none)."""
+        """Dispatch `inst` to its emitter (UnsupportedOpError naming it if there is none).
+        With `host_fallback`, an instruction that cannot be compiled (and can run on the
+        host) becomes a host thunk instead; whatever its emitter had added to the LLVM
+        module is taken out again."""
         fn = self.emitters.get(inst.opcode)
-        if fn is None:
-            why = self.unsupported.get(inst.opcode, f"no GPU emitter for '{inst.opcode.text}'")
-            target = inst.attrs.get("custom_call_target")
-            what = f"'{inst.opcode.text}'" + (f" target '{target}'" if target else "")
-            raise UnsupportedOpError(f"GPU backend cannot compile {what} ({inst.name}): {why}")
-        return fn(self, inst)
+        mark = checkpoint(self) if self.host_fallback else None
+        try:
+            if fn is None:
+                why = self.unsupported.get(inst.opcode,
+                                           f"no GPU emitter for '{inst.opcode.text}'")
+                target = inst.attrs.get("custom_call_target")
+                what = f"'{inst.opcode.text}'" + (f" target '{target}'" if target else "")
+                raise UnsupportedOpError(f"GPU backend cannot compile {what} ({inst.name}): "
+                                         f"{why}")
+            return fn(self, inst)
+        except UnsupportedOpError as e:
+            if mark is None or not runs_on_host(inst):
+                raise
+            rollback(self, mark)
+            self.fallbacks.append((inst, str(e)))
+            return [host_thunk(self, inst)]
 
     # ---- buffers ------------------------------------------------------------------------
     def slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> Slice:

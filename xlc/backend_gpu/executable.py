@@ -25,7 +25,7 @@ from xlc.passes.optimize import OptimizedModule
 
 if TYPE_CHECKING:
     from xlc.backend_gpu.compiler import GpuCompileResult
-    from xlc.backend_gpu.runtime import GpuRuntime
+    from xlc.backend_gpu.runtime import GpuProgram, GpuRuntime
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -114,7 +114,8 @@ class GpuExecutable:
         self.graphs = graphs
         self.profile = profile
         self.timings = timings or {}
-        self._runtime: GpuRuntime | None = None
+        self._program: GpuProgram | None = None
+        self._local = threading.local()   # .runtime: this thread's GpuRuntime
         self._lock = threading.Lock()
         allocations, parameters, outputs = _tables(optimized) if tables is None else tables
         self.allocations: list[BufferAllocation] = list(allocations)
@@ -151,13 +152,18 @@ class GpuExecutable:
 
     # ---- running ----------------------------------------------------------------------
     def runtime(self) -> GpuRuntime:
-        """The device-side state, created on first use (raises XlcError without a GPU)."""
-        with self._lock:
-            if self._runtime is None:
-                from xlc.backend_gpu.runtime import GpuRuntime
+        """The calling thread's device-side state, created on its first use; the loaded code
+        is shared by all threads (raises XlcError without a GPU)."""
+        rt = getattr(self._local, "runtime", None)
+        if rt is None:
+            from xlc.backend_gpu.runtime import GpuProgram, GpuRuntime
 
-                self._runtime = GpuRuntime(self)
-            return self._runtime
+            with self._lock:
+                if self._program is None:
+                    self._program = GpuProgram(self)
+                program = self._program
+            rt = self._local.runtime = GpuRuntime(self, program)
+        return rt
 
     def check_args(self, flat_args: list[Any]) -> None:
         """ArgumentError unless there is one argument per parameter with the right dims."""
@@ -178,11 +184,16 @@ class GpuExecutable:
         self.check_args(flat_args)
         return self.runtime().run(flat_args, graph=self.graphs if graph is None else graph)
 
-    def run_on_device(self, flat_args: list[Any], graph: bool | None = None) -> list[Any]:
-        """Like `run` but the outputs stay on the GPU as DeviceArrays."""
+    def run_on_device(self, flat_args: list[Any], graph: bool | None = None,
+                      donate: bool = False) -> list[Any]:
+        """Like `run` but the outputs stay on the GPU as DeviceArrays, returned as soon as
+        the work is queued (asynchronous dispatch: `block_until_ready()` or `to_numpy()`
+        wait). With `donate`, a donated (io-aliased) parameter whose argument is an owning
+        DeviceArray takes that array's buffer, and the array is deleted (as JAX's donation);
+        without it, or for other arguments, the argument is copied."""
         self.check_args(flat_args)
         return self.runtime().run(flat_args, graph=self.graphs if graph is None else graph,
-                                  to_host=False)
+                                  to_host=False, donate=donate)
 
 
 def _tables(optimized: OptimizedModule

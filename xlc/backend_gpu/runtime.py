@@ -5,21 +5,33 @@ loading, device memory helpers) lives in cuda.py; its public names are re-export
 callers that import them from this module. Without cuda-python, or without a CUDA device,
 `GpuRuntime(...)` raises XlcError("no CUDA device available: <why>").
 
-Per executable (created on its first run):
-* the module from the cubin when one was assembled and the device can run it
-  (`cuda.select_image`: same major compute capability, minor not older), else the PTX (the
-  driver JIT-compiles it for any device at least as new as its target); one CUfunction per
-  kernel;
-* one device block per BufferAllocation: constants uploaded once, temp (the combined heap)
-  allocated once and reused by every call, thread-local allocations get none; parameter blocks
-  are reused for numpy arguments; outputs get fresh blocks per call (persistent ones in graph
-  mode, where results are always copied back); the temp heap of host memory `S(5)` (host
-  offload) is a pinned host block (cuMemHostAlloc), which only copy-start thunks touch;
-* `num_streams` streams and the plan's events; a thunk's stream waits for its `wait_events`,
-  then the thunk is issued (`_ISSUE`: thunk type -> issuing function), then its `record_event`
-  recorded; at the end stream 0 waits for `final_waits` and is synchronised;
+Per executable, once (`GpuProgram`, shared by every thread): the module from the cubin when
+one was assembled and the device can run it (`cuda.select_image`: same major compute
+capability, minor not older), else the PTX (the driver JIT-compiles it for any device at least
+as new as its target); one CUfunction per kernel; the constants uploaded.
+
+Per executable and calling thread (`GpuRuntime`, so threads call one executable concurrently):
+* stream 0 is the thread's main stream (`cuda.thread_stream()`, shared by every executable the
+  thread calls), plus `num_streams - 1` streams of its own and the plan's events; a thunk's
+  stream waits for its `wait_events`, then the thunk is issued (`issue.ISSUE`: thunk type ->
+  issuing function), then its `record_event` recorded; at the end stream 0 waits for
+  `final_waits`;
+* kernel parameters packed once (`launch.PackedParams`): a call rewrites only the addresses
+  of allocations whose base changed, and no call switches the context;
+* memory: outputs, temps and copies of donated or live-out parameters come from the device
+  memory pool (`memory_pool.DevicePool`, stream-ordered reuse: no cuMemAlloc/cuMemFree in
+  steady state); a donated parameter takes the argument's own buffer when the caller gives
+  it up (`donate`); parameter blocks for numpy or misaligned arguments stay with the
+  runtime; numpy arguments of asynchronous calls go through pinned staging blocks; the temp
+  heap of host memory `S(5)` (host offload) is a pinned host block, which only copy-start
+  thunks touch;
+* asynchronous calls (`to_host=False`) return DeviceArrays once the work is queued, marked
+  with a completion event from a bounded ring (`launch.InFlight`: back-pressure); calls
+  returning numpy arrays synchronise stream 0;
 * optional CUDA graph capture of the whole schedule (not possible with while/conditional,
-  which read predicates back to the host): captured on the first call, replayed afterwards;
+  which read predicates back to the host): captured on the first call, replayed afterwards
+  with the moved kernel arguments updated in place (graphs.py; copy mode where a memset or
+  copy touches an argument or result);
 * with `exe.profile` (`CompileOptions.profile`) a `profile.ThunkProfiler` records CUDA events
   around every thunk and the call (graphs are off then); without it nothing is recorded and
   the driver calls are those of an unprofiled runtime.
@@ -27,8 +39,8 @@ Per executable (created on its first run):
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,32 +52,30 @@ from xlc.backend_gpu.cuda import (
     compute_capability,
     device_alloc,
     device_free,
+    device_pools,
     driver,
     host_alloc,
     host_free,
     load_module,
     primary_context,
     select_image,
+    thread_stream,
     to_device,
 )
 from xlc.backend_gpu.device_array import DeviceArray, as_device_array
 from xlc.backend_gpu.emit_async_copy import is_host
+from xlc.backend_gpu.graphs import ScheduleGraph, uses_copy_mode
+from xlc.backend_gpu.issue import ISSUE, launch, record, wait
+from xlc.backend_gpu.launch import InFlight, PackedParams, Staged
 from xlc.backend_gpu.thunks import (
     ConditionalThunk,
-    CopyDoneThunk,
-    CopyStartThunk,
-    DeviceToDeviceCopyThunk,
-    DeviceToHostCopyThunk,
     HostCallThunk,
-    HostToDeviceCopyThunk,
     KernelThunk,
-    Memset32Thunk,
-    MemzeroThunk,
     SequentialThunk,
     Thunk,
     WhileThunk,
 )
-from xlc.errors import ArgumentError, XlcError
+from xlc.errors import ArgumentError
 from xlc.passes.allocation import Slice
 
 if TYPE_CHECKING:
@@ -83,17 +93,15 @@ __all__ = [
 log = logging.getLogger("xlc.backend_gpu")
 
 
-class GpuRuntime:
-    """Device state of one GpuExecutable; `run` executes its thunk schedule."""
+class GpuProgram:
+    """What every thread's runtime of one executable shares: the loaded module, its kernels
+    and the constant blocks (uploaded once)."""
 
     def __init__(self, exe: GpuExecutable):
-        """Load `exe`'s code on device 0, create its streams and events, allocate its
-        constant and temp blocks and upload the constants. XlcError without a usable device
-        or when the device is older than the code's target."""
+        """Load `exe`'s code on device 0 and upload its constants. XlcError without a usable
+        device or when the device is older than the code's target."""
         drv = driver()
         primary_context()
-        self.exe = exe
-        self.drv = drv
         self.image_kind, image = select_image(exe.sm, compute_capability(), exe.cubin, exe.ptx)
         loaded = load_module(image, exe.kernel_names)
         self._image = loaded.image
@@ -104,13 +112,43 @@ class GpuRuntime:
             extra = load_module(m["ptx"].encode() + b"\0", [m["symbol"]])
             self._ffi_loaded.append(extra)
             self.functions[name] = extra.functions[m["symbol"]]
+        self.constants: dict[int, int] = {}
+        for a in exe.allocations:
+            if a.kind == "constant":
+                ptr = self.constants[a.index] = device_alloc(a.size)
+                data = exe.constants.get(a.index, b"")
+                if data:
+                    buf = np.frombuffer(data, dtype=np.uint8)
+                    check(drv.cuMemcpyHtoD(ptr, buf.ctypes.data, len(data)), "cuMemcpyHtoD")
+
+    def __del__(self) -> None:
+        for ptr in getattr(self, "constants", {}).values():
+            device_free(ptr)
+
+
+class GpuRuntime:
+    """Device state of one GpuExecutable on one thread; `run` executes its thunk schedule."""
+
+    def __init__(self, exe: GpuExecutable, program: GpuProgram | None = None):
+        """Streams (stream 0 is this thread's `cuda.thread_stream()`), events, parameter
+        blocks and packed kernel parameters of `exe` for the calling thread; `program` (the
+        loaded code, shared by threads) is loaded when not given."""
+        drv = driver()
+        self.program = program or GpuProgram(exe)
+        self.exe = exe
+        self.drv = drv
+        self.image_kind = self.program.image_kind
+        self.functions = self.program.functions
+        self.pool, self.staging = device_pools()
         flags = drv.CUstream_flags.CU_STREAM_NON_BLOCKING
-        self.streams = [check(drv.cuStreamCreate(flags), "cuStreamCreate")
-                        for _ in range(max(1, exe.plan.num_streams))]
+        self.streams = [thread_stream()] + [check(drv.cuStreamCreate(flags), "cuStreamCreate")
+                                            for _ in range(1, max(1, exe.plan.num_streams))]
         ev_flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
         self.events = [check(drv.cuEventCreate(ev_flags), "cuEventCreate")
                        for _ in range(exe.plan.num_events)]
         self._fork = check(drv.cuEventCreate(ev_flags), "cuEventCreate")
+        self._cross_event: Any = None
+        self._in_flight: InFlight | None = None
         self.profiler: ThunkProfiler | None = None
         if exe.profile:
             from xlc.backend_gpu.profile import ThunkProfiler
@@ -120,23 +158,49 @@ class GpuRuntime:
         self._owned: list[int] = []
         self._owned_host: list[int] = []
         self._param_blocks: dict[int, int] = {}
-        self._out_blocks: dict[int, int] = {}
-        self._graph_exec: Any = None
+        self._fixed_blocks: dict[int, int] = {}   # outputs / temps at fixed addresses
+        self._graph: ScheduleGraph | None = None
+        self._step_list: list[Callable[[], None]] | None = None
         self._host_word = np.zeros(1, dtype=np.int64)
-        self._lock = threading.Lock()
+        self.has_host_control = any(
+            isinstance(t, (WhileThunk, ConditionalThunk, HostCallThunk))
+            for t in exe.plan.thunks.walk())
+        self._temps: list[tuple[int, int]] = []   # (allocation, size) taken per call
+        self._outputs = [(a.index, a.size) for a in exe.allocations if a.kind == "output"]
+        used = [o.slice.index for o in exe.outputs]
+        self._result_table = [
+            (o.slice.index, o.slice.offset, o.slice.size,
+             o.dims if o.physical_perm is None else tuple(o.dims[d] for d in o.physical_perm),
+             np.dtype(o.dtype), o.physical_perm,
+             o.slice.offset == 0 and used.count(o.slice.index) == 1)
+            for o in exe.outputs]
+        """Per output: allocation, offset, bytes, physical dims, dtype, permutation, and
+        whether it is the only output of its allocation and starts it."""
         for a in exe.allocations:
             if a.kind == "constant":
-                ptr = self._alloc(a.size)
-                data = exe.constants.get(a.index, b"")
-                if data:
-                    buf = np.frombuffer(data, dtype=np.uint8)
-                    check(drv.cuMemcpyHtoD(ptr, buf.ctypes.data, len(data)), "cuMemcpyHtoD")
-                self.bases[a.index] = ptr
+                self.bases[a.index] = self.program.constants[a.index]
             elif a.kind == "temp" and is_host(a):
                 self.bases[a.index] = ptr = host_alloc(a.size)
                 self._owned_host.append(ptr)
             elif a.kind == "temp":
-                self.bases[a.index] = self._alloc(a.size)
+                self._temps.append((a.index, a.size))
+        self.packed = PackedParams((t for t in exe.plan.thunks.walk()
+                                    if isinstance(t, KernelThunk)), len(exe.allocations))
+        self.graph_copies = uses_copy_mode(self)
+        """Graphs copy arguments and results in and out (graphs.py) rather than update."""
+        self.graph_updates = not self.graph_copies
+
+    @property
+    def in_flight(self) -> InFlight:
+        """The completion-event ring of asynchronous calls (made by the first one)."""
+        if self._in_flight is None:
+            drv, flags = self.drv, self.drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            s0 = self.streams[0]
+            self._in_flight = InFlight(
+                lambda: check(drv.cuEventCreate(flags), "cuEventCreate"),
+                lambda ev: check(drv.cuEventSynchronize(ev), "cuEventSynchronize"),
+                lambda ev: check(drv.cuEventRecord(ev, s0), "cuEventRecord"))
+        return self._in_flight
 
     def _alloc(self, n: int) -> int:
         ptr = device_alloc(n)
@@ -148,51 +212,98 @@ class GpuRuntime:
             device_free(ptr)
         for ptr in getattr(self, "_owned_host", []):
             host_free(ptr)
+        drv = getattr(self, "drv", None)
+        for s in getattr(self, "streams", [])[1:]:
+            try:
+                drv.cuStreamDestroy(s)  # type: ignore[union-attr]
+            except Exception:  # noqa: BLE001 - shutdown order, or a driver without it
+                pass
 
     # ---- arguments and results ----------------------------------------------------------
-    def _bind_params(self, args: list[Any], persistent: bool,
-                     owners: dict[int, DeviceArray]) -> list[Any]:
-        """Point every parameter allocation at its argument's device memory; donated (or
-        live-out) parameters get a fresh block that `owners` keeps alive with the results.
-        Returns host staging arrays that must live until the copies finished."""
+    def _bind_params(self, args: list[Any], persistent: bool, owners: dict[int, DeviceArray],
+                     keep: list[Any], asynchronous: bool, donate: bool) -> None:
+        """Point every parameter allocation at its argument's device memory. A donated
+        parameter takes the argument's own buffer when `donate` and the caller gave it up
+        (an owning DeviceArray of this thread's stream, passed once), else a pooled copy;
+        a live-out parameter gets a pooled copy; `owners` keeps those blocks alive with the
+        results. Numpy arguments are uploaded (through pinned staging blocks when
+        `asynchronous`); `keep` collects what must live until the call finished."""
         drv, s0 = self.drv, self.streams[0]
-        keep: list[Any] = []
         for p, raw in zip(self.exe.parameters, args):
             info = self.exe.allocations[p.allocation]
             arg = as_device_array(raw)
             if arg is not None:
-                if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
-                    raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
-                                        f"{p.dtype} and the parameter's default layout")
-                if info.outlives_call and not persistent:
-                    dst = device_alloc(info.size)
-                    owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
-                                                       owner=True)
-                    check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
-                    self.bases[p.allocation] = dst
-                elif persistent or arg.ptr % GPU_ALIGNMENT:
-                    # graph mode needs fixed addresses; kernels assume aligned bases
-                    dst = self._param_block(p.allocation, info.size)
-                    check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
-                    self.bases[p.allocation] = dst
-                else:
-                    self.bases[p.allocation] = arg.ptr
+                self._bind_device_arg(p, info, arg, args, persistent, owners, keep, donate)
                 continue
             host = np.asarray(raw, dtype=np.dtype(p.dtype))
             if p.physical_perm is not None:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
-            keep.append(host)
             if info.outlives_call and not persistent:
-                dst = device_alloc(info.size)   # becomes an output block: owned by results
+                dst = self.pool.take(info.size, s0)   # becomes an output block: results own it
                 owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                    owner=True)
             else:
                 dst = self._param_block(p.allocation, info.size)
-            check(drv.cuMemcpyHtoDAsync(dst, host.ctypes.data, host.nbytes, s0),
-                  "cuMemcpyHtoDAsync")
             self.bases[p.allocation] = dst
-        return keep
+            if not host.nbytes:
+                continue
+            src = host.ctypes.data
+            if asynchronous:
+                # an upload from pageable memory waits for the stream: stage it in pinned memory
+                staged = Staged(self.staging.take(host.nbytes), self.staging.give)
+                ctypes.memmove(staged.ptr, src, host.nbytes)
+                keep.append(staged)
+                src = staged.ptr
+            else:
+                keep.append(host)
+            check(drv.cuMemcpyHtoDAsync(dst, src, host.nbytes, s0), "cuMemcpyHtoDAsync")
+
+    def _bind_device_arg(self, p: Any, info: Any, arg: DeviceArray, args: list[Any],
+                         persistent: bool, owners: dict[int, DeviceArray], keep: list[Any],
+                         donate: bool) -> None:
+        drv, s0 = self.drv, self.streams[0]
+        if arg.deleted is not None:
+            raise ArgumentError(f"argument {p.number}: DeviceArray was deleted "
+                                f"({arg.deleted})")
+        if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
+            raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
+                                f"{p.dtype} and the parameter's default layout")
+        if arg.ready is not None and arg.ready[0] is not s0:
+            # computed by a call on another thread's stream: order after what that stream
+            # holds now (an event recorded there, then waited for here)
+            event = arg.ready[1]
+            if event is None:
+                if self._cross_event is None:
+                    self._cross_event = check(drv.cuEventCreate(
+                        drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+                event = self._cross_event
+                check(drv.cuEventRecord(event, arg.ready[0]), "cuEventRecord")
+            check(drv.cuStreamWaitEvent(s0, event, 0), "cuStreamWaitEvent")
+        keep.append(arg)  # its buffer must not be reused (by any stream) before we are done
+        if (donate and info.aliased_with_output and not persistent and arg.owner
+                and arg.base is None and self.pool.stream_of(arg.ptr) is s0
+                and not arg.ptr % GPU_ALIGNMENT
+                and sum(x is arg for x in args) == 1):
+            owners[p.allocation] = DeviceArray(arg.ptr, (info.size,), np.dtype(np.uint8),
+                                               owner=True)
+            self.bases[p.allocation] = arg.ptr
+            keep.pop()
+            arg.donate(f"donated to a call of {self.exe.module.name}")
+            return
+        if info.outlives_call and not persistent:
+            dst = self.pool.take(info.size, s0)
+            owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
+                                               owner=True)
+        elif persistent or arg.ptr % GPU_ALIGNMENT:
+            # graph mode needs fixed addresses; kernels assume aligned bases
+            dst = self._param_block(p.allocation, info.size)
+        else:
+            self.bases[p.allocation] = arg.ptr
+            return
+        if arg.nbytes:
+            check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
+        self.bases[p.allocation] = dst
 
     def _param_block(self, alloc: int, size: int) -> int:
         ptr = self._param_blocks.get(alloc)
@@ -200,72 +311,119 @@ class GpuRuntime:
             ptr = self._param_blocks[alloc] = self._alloc(size)
         return ptr
 
-    def _bind_outputs(self, persistent: bool, owners: dict[int, DeviceArray]) -> None:
-        """Point every output allocation at a fresh (or, `persistent`, a reused) block."""
-        for a in self.exe.allocations:
-            if a.kind != "output":
-                continue
-            if persistent:
-                ptr = self._out_blocks.get(a.index)
-                if ptr is None:
-                    ptr = self._out_blocks[a.index] = self._alloc(a.size)
-                self.bases[a.index] = ptr
-            else:
-                ptr = device_alloc(a.size)
-                owners[a.index] = DeviceArray(ptr, (a.size,), np.dtype(np.uint8), owner=True)
-                self.bases[a.index] = ptr
+    def _fixed_block(self, alloc: int, size: int) -> int:
+        ptr = self._fixed_blocks.get(alloc)
+        if ptr is None:
+            ptr = self._fixed_blocks[alloc] = self._alloc(size)
+        return ptr
 
-    def _results(self, owners: dict[int, DeviceArray], to_host: bool,
-                 persistent: bool) -> list[Any]:
-        """The outputs: host copies, or DeviceArrays (views of this call's output blocks; in
-        graph mode, where the blocks are reused by the next replay, copies of them)."""
-        drv, s0 = self.drv, self.streams[0]
-        out: list[Any] = []
-        for o in self.exe.outputs:
-            ptr = self.bases[o.slice.index] + o.slice.offset
-            dims = o.dims if o.physical_perm is None else \
-                tuple(o.dims[d] for d in o.physical_perm)
-            if not to_host and persistent:
-                dst = device_alloc(o.slice.size)
-                check(drv.cuMemcpyDtoDAsync(dst, ptr, o.slice.size, s0), "cuMemcpyDtoDAsync")
-                out.append(DeviceArray(dst, dims, np.dtype(o.dtype), owner=True))
-            elif to_host:
-                host = np.empty(dims, dtype=np.dtype(o.dtype))
-                check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, s0),
-                      "cuMemcpyDtoHAsync")
-                if o.physical_perm is not None:
-                    host = host.transpose(np.argsort(o.physical_perm))
-                out.append(host)
+    def _bind_outputs(self, fixed_outputs: bool, fixed_temps: bool,
+                      owners: dict[int, DeviceArray]) -> list[int]:
+        """Point every output allocation at a pooled block the results own (or, fixed, at
+        this runtime's own block, reused by every call), and every temp allocation at a
+        pooled block for this call (or, fixed, a block of its own). Returns the pooled temp
+        blocks, which go back to the pool once the call's work is issued."""
+        s0, bases, take = self.streams[0], self.bases, self.pool.take
+        u8 = np.dtype(np.uint8)
+        for index, size in self._outputs:
+            if fixed_outputs:
+                bases[index] = self._fixed_block(index, size)
             else:
-                base = owners.get(o.slice.index)
-                out.append(DeviceArray(ptr, dims, np.dtype(o.dtype), owner=False, base=base))
-        check(drv.cuStreamSynchronize(s0), "cuStreamSynchronize")
+                bases[index] = ptr = take(size, s0)
+                owners[index] = DeviceArray.wrap(ptr, (size,), u8, True)
+        taken = []
+        for index, size in self._temps:
+            if fixed_temps:
+                bases[index] = self._fixed_block(index, size)
+            else:
+                bases[index] = ptr = take(size, s0)
+                taken.append(ptr)
+        return taken
+
+    def _results(self, owners: dict[int, DeviceArray], to_host: bool, persistent: bool,
+                 ready: tuple[Any, Any] | None) -> list[Any]:
+        """The outputs: host copies, or DeviceArrays (views of this call's output blocks, or
+        the block itself when the output is all of it; in graph copy mode, where the blocks
+        are reused by the next call, copies of them), marked with `ready`."""
+        drv, s0, bases = self.drv, self.streams[0], self.bases
+        out: list[Any] = []
+        for index, offset, size, dims, dtype, perm, whole in self._result_table:
+            ptr = bases[index] + offset
+            if to_host:
+                host = np.empty(dims, dtype=dtype)
+                if host.nbytes:
+                    check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes, s0),
+                          "cuMemcpyDtoHAsync")
+                if perm is not None:
+                    host = host.transpose(np.argsort(perm))
+                out.append(host)
+            elif persistent:
+                dst = self.pool.take(size, s0)
+                if size:
+                    check(drv.cuMemcpyDtoDAsync(dst, ptr, size, s0), "cuMemcpyDtoDAsync")
+                out.append(DeviceArray(dst, dims, dtype, owner=True, ready=ready))
+            else:
+                base = owners.get(index)
+                if whole and base is not None and base.owner:
+                    # the result is the whole block: it owns it (and can be donated later)
+                    base.owner = False
+                    out.append(DeviceArray.wrap(ptr, dims, dtype, True, None, ready))
+                else:
+                    out.append(DeviceArray.wrap(ptr, dims, dtype, False, base, ready))
         return out
 
     # ---- execution ----------------------------------------------------------------------
-    def run(self, args: list[Any], graph: bool = False, to_host: bool = True) -> list[Any]:
+    def run(self, args: list[Any], graph: bool = False, to_host: bool = True,
+            donate: bool = False) -> list[Any]:
         """Bind arguments, execute the schedule (or replay its graph), return the outputs.
-        A profiled executable never uses a graph and records its events after the outputs
-        are synchronised."""
-        has_host_control = any(isinstance(t, (WhileThunk, ConditionalThunk, HostCallThunk))
-                               for t in self.exe.plan.thunks.walk())
-        graph = graph and not has_host_control and self.profiler is None
-        with self._lock:
-            primary_context()
-            owners: dict[int, DeviceArray] = {}
-            keep = self._bind_params(args, graph, owners)
-            self._bind_outputs(graph or to_host, owners)
+
+        `to_host`: numpy results; the call has finished when this returns. Otherwise the
+        results are DeviceArrays returned as soon as the work is queued (marked with the
+        call's completion event); at most `launch.MAX_IN_FLIGHT` calls of this runtime are
+        queued before the next one waits for the oldest. `donate`: donated parameters may
+        take their DeviceArray arguments' buffers (the arguments are then deleted). `graph`:
+        replay a CUDA graph of the schedule (graphs.py), updating the kernels whose
+        arguments moved, or copying arguments and results where a non-kernel thunk touches
+        them. A profiled executable never uses a graph and finishes before returning."""
+        graph = graph and not self.has_host_control and self.profiler is None
+        copies = graph and self.graph_copies
+        drv, s0 = self.drv, self.streams[0]
+        primary_context()
+        owners: dict[int, DeviceArray] = {}
+        keep: list[Any] = []
+        self._bind_params(args, copies, owners, keep, not to_host, donate)
+        taken = self._bind_outputs(to_host or copies, graph or to_host, owners)
+        try:
+            changed = self.packed.patch(self.bases)
             if graph:
-                self._run_graph()
+                if self._graph is None:
+                    self._graph = ScheduleGraph(self)
+                self._graph.launch(self, changed)
             else:
-                self._run_schedule()
-            results = self._results(owners, to_host, persistent=graph)
+                self.run_schedule()
+        finally:
+            for ptr in taken:   # later work on stream 0 runs after this call's (or what of
+                self.pool.give(ptr)   # it was issued before an error)
+        synchronous = to_host or self.profiler is not None
+        results = self._results(owners, to_host, copies, None if synchronous else (s0, None))
+        if synchronous:
+            check(drv.cuStreamSynchronize(s0), "cuStreamSynchronize")
+            if self._in_flight is not None:
+                self._in_flight.retire_all()
             if self.profiler is not None:
                 self.profiler.finish()
-            del keep
-            return results
+        else:
+            self.in_flight.after_call(keep)
+        return results
 
-    def _run_schedule(self) -> None:
+    def synchronize(self) -> None:
+        """Wait for every call queued by this runtime and release what they kept."""
+        check(self.drv.cuStreamSynchronize(self.streams[0]), "cuStreamSynchronize")
+        self.in_flight.retire_all()
+
+    def run_schedule(self) -> None:
+        """Issue the whole schedule on the runtime's streams (stream 0 joins the others at
+        the end)."""
         drv, s0 = self.drv, self.streams[0]
         if self.profiler is not None:
             self.profiler.begin(s0)
@@ -275,23 +433,40 @@ class GpuRuntime:
             check(drv.cuEventRecord(self._fork, s0), "cuEventRecord")
             for s in self.streams[1:]:
                 check(drv.cuStreamWaitEvent(s, self._fork, 0), "cuStreamWaitEvent")
-        self.execute(self.exe.plan.thunks)
+        if self.profiler is None:
+            for step in self._steps():
+                step()
+        else:
+            self.execute(self.exe.plan.thunks)
         for e in self.exe.plan.final_waits:
             check(drv.cuStreamWaitEvent(self.streams[0], self.events[e], 0), "cuStreamWaitEvent")
         if self.profiler is not None:
             self.profiler.end(s0)
 
-    def _run_graph(self) -> None:
-        drv, s0 = self.drv, self.streams[0]
-        if self._graph_exec is None:
-            mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
-            check(drv.cuStreamBeginCapture(s0, mode), "cuStreamBeginCapture")
-            self._run_schedule()
-            g = check(drv.cuStreamEndCapture(s0), "cuStreamEndCapture")
-            inst = getattr(drv, "cuGraphInstantiateWithFlags", None)
-            self._graph_exec = check(inst(g, 0) if inst else drv.cuGraphInstantiate(g, 0),
-                                     "cuGraphInstantiate")
-        check(drv.cuGraphLaunch(self._graph_exec, s0), "cuGraphLaunch")
+    def _steps(self) -> list[Callable[[], None]]:
+        """The top-level schedule as one call per step (made once): kernel launches with
+        their arguments bound, event waits and records, and `execute` for everything else
+        (control flow, copies, host calls), so a call walks no thunk tree."""
+        steps = self._step_list
+        if steps is not None:
+            return steps
+        steps = []
+        drv, ok = self.drv, self.drv.CUresult.CUDA_SUCCESS
+        for t in self.exe.plan.thunks.thunks:
+            stream = self.streams[t.stream]
+            for e in t.wait_events:
+                steps.append(functools.partial(wait, drv, stream, self.events[e]))
+            if isinstance(t, KernelThunk):
+                args = (self.functions[t.kernel], *t.grid, *t.block, 0, stream,
+                        self.packed.params[id(t)], 0)
+                steps.append(functools.partial(launch, drv, ok, args, t.kernel))
+            else:
+                steps.append(functools.partial(ISSUE[type(t)], self, t, stream))
+            if t.record_event is not None:
+                steps.append(functools.partial(record, drv, self.events[t.record_event],
+                                               stream))
+        self._step_list = steps
+        return steps
 
     def address(self, sl: Slice) -> int:
         """Device address of a slice under the current bindings."""
@@ -304,9 +479,9 @@ class GpuRuntime:
         for e in thunk.wait_events:
             check(drv.cuStreamWaitEvent(stream, self.events[e], 0), "cuStreamWaitEvent")
         if self.profiler is None or isinstance(thunk, SequentialThunk):
-            _ISSUE[type(thunk)](self, thunk, stream)
+            ISSUE[type(thunk)](self, thunk, stream)
         else:
-            self.profiler.around(self, thunk, stream, _ISSUE[type(thunk)])
+            self.profiler.around(self, thunk, stream, ISSUE[type(thunk)])
         if thunk.record_event is not None:
             check(drv.cuEventRecord(self.events[thunk.record_event], stream), "cuEventRecord")
 
@@ -319,118 +494,3 @@ class GpuRuntime:
         check(self.drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
         raw = self._host_word.view(np.uint8)[:n].tobytes()
         return int.from_bytes(raw, "little", signed=True)
-
-
-def _kernel(rt: GpuRuntime, t: KernelThunk, stream: Any) -> None:
-    ptrs = tuple(rt.address(a.slice) for a in t.args)
-    params = (ptrs, tuple(ctypes.c_void_p for _ in ptrs))
-    check(rt.drv.cuLaunchKernel(rt.functions[t.kernel], *t.grid, *t.block, 0, stream,
-                                params, 0), f"cuLaunchKernel({t.kernel})")
-
-
-def _memzero(rt: GpuRuntime, t: MemzeroThunk, stream: Any) -> None:
-    check(rt.drv.cuMemsetD8Async(rt.address(t.dest), 0, t.dest.size, stream), "cuMemsetD8")
-
-
-def _memset32(rt: GpuRuntime, t: Memset32Thunk, stream: Any) -> None:
-    check(rt.drv.cuMemsetD32Async(rt.address(t.dest), t.value & 0xFFFFFFFF, t.dest.size // 4,
-                                  stream), "cuMemsetD32")
-
-
-def _d2d(rt: GpuRuntime, t: DeviceToDeviceCopyThunk, stream: Any) -> None:
-    check(rt.drv.cuMemcpyDtoDAsync(rt.address(t.dst), rt.address(t.src), t.src.size, stream),
-          "cuMemcpyDtoDAsync")
-
-
-_ASYNC_COPY = {"d2h": "cuMemcpyDtoHAsync", "h2d": "cuMemcpyHtoDAsync",
-               "d2d": "cuMemcpyDtoDAsync"}
-
-
-def _copy_start(rt: GpuRuntime, t: CopyStartThunk, stream: Any) -> None:
-    """The copy of a copy-start, on its (copy) stream: device <-> pinned host or on device."""
-    name = _ASYNC_COPY[t.direction]
-    check(getattr(rt.drv, name)(rt.address(t.dst), rt.address(t.src), t.src.size, stream), name)
-
-
-def _copy_done(rt: GpuRuntime, t: CopyDoneThunk, stream: Any) -> None:
-    """Nothing: the wait for the copy's event is the thunk's `wait_events`."""
-
-
-def _sequential(rt: GpuRuntime, t: SequentialThunk, stream: Any) -> None:
-    for c in t.thunks:
-        rt.execute(c)
-
-
-def _while(rt: GpuRuntime, t: WhileThunk, stream: Any) -> None:
-    if t.trip_count is not None:
-        for _ in range(t.trip_count):
-            rt.execute(t.body)
-        return
-    while True:
-        rt.execute(t.condition)
-        if not rt.read_scalar(t.predicate, stream) & 0xFF:
-            break
-        rt.execute(t.body)
-
-
-def _conditional(rt: GpuRuntime, t: ConditionalThunk, stream: Any) -> None:
-    value = rt.read_scalar(t.index, stream)
-    n = len(t.branches)
-    if t.index_is_pred:
-        k = 0 if value & 0xFF else 1
-    else:
-        k = value if 0 <= value < n else n - 1
-    rt.execute(t.branches[k])
-
-
-def _host_call(rt: GpuRuntime, t: HostCallThunk, stream: Any) -> None:
-    """Wait for the stream, copy the operands to the host, run the call, copy the results
-    back and wait (the host arrays must live until the copies are done)."""
-    from xlc.hlo import host_calls
-
-    drv = rt.drv
-    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    _call, op_shapes, res_shapes, _handler = host_calls.decode(t.desc)
-    operands = []
-    for sl, shape in zip(t.operands, op_shapes):
-        raw = np.empty(sl.size, np.uint8)
-        if sl.size:
-            check(drv.cuMemcpyDtoHAsync(raw.ctypes.data, rt.address(sl), sl.size, stream),
-                  "cuMemcpyDtoHAsync")
-        operands.append((raw, shape))
-    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    arrays = [host_calls.logical_view(raw.view(shape.element_type.dtype),  # type: ignore[union-attr]
-                                      shape).copy()
-              for raw, shape in operands]
-    try:
-        values = host_calls.run(t.desc, arrays)
-    except Exception as e:  # noqa: BLE001 - reported as the custom-call's failure
-        raise host_calls.failure(t.desc, e) from e
-    keep = []
-    for sl, shape, value in zip(t.results, res_shapes, values):
-        host = host_calls.to_physical(value, shape)
-        keep.append(host)
-        if host.nbytes:
-            check(drv.cuMemcpyHtoDAsync(rt.address(sl), host.ctypes.data, host.nbytes,
-                                        stream), "cuMemcpyHtoDAsync")
-    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    del keep
-
-
-def _unsupported(rt: GpuRuntime, t: Thunk, stream: Any) -> None:
-    raise XlcError(f"thunk kind {t.kind!r} ({t.hlo}) is handled by the executable, not the "
-                   f"schedule")
-
-
-IssueFn = Callable[["GpuRuntime", Any, Any], None]
-"""Issues one thunk (of the type it is keyed by) on a stream: (runtime, thunk, CUstream)."""
-
-_ISSUE: dict[type[Thunk], IssueFn] = {
-    KernelThunk: _kernel, MemzeroThunk: _memzero, Memset32Thunk: _memset32,
-    DeviceToDeviceCopyThunk: _d2d, SequentialThunk: _sequential, WhileThunk: _while,
-    ConditionalThunk: _conditional, HostCallThunk: _host_call,
-    CopyStartThunk: _copy_start, CopyDoneThunk: _copy_done,
-    HostToDeviceCopyThunk: _unsupported,
-    DeviceToHostCopyThunk: _unsupported,
-}
-"""Thunk type -> how the executor issues it (host copies are the executable's business)."""

@@ -211,7 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from xlc.frontend.arguments import convert_arg as _convert_arg
 
         exe = xlc.load(args.input)
-        if args.backend and args.backend != exe.backend:
+        if args.backend and args.backend not in (exe.backend, "auto"):
             raise ArgumentError(f"{args.input} holds a {exe.backend} executable; --backend "
                                 f"{args.backend} does not apply (recompile it for that backend)")
         avals = exe.in_avals

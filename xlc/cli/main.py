@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xlc.backends import backend_names
+from xlc.backends import AUTO, backend_names
 from xlc.cli.commands import (
     UsageError,
     cmd_cache,
@@ -69,8 +69,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     r.add_argument("input", help="an .hlo text file or an .xlc executable")
     r.add_argument("--inputs", metavar="IN.npz", help="inputs, keys in0, in1, ... in order")
     r.add_argument("--output", metavar="OUT.npz", help="write outputs out0, out1, ... here")
-    r.add_argument("--backend", choices=backend_names(), default=None,
-                   help="backend for .hlo input (default: XLC_FLAGS --backend, else cpu)")
+    r.add_argument("--backend", choices=(*backend_names(), AUTO), default=None,
+                   help="backend for .hlo input (default: XLC_FLAGS --backend, else cpu; "
+                   "auto: the GPU when one is usable, else cpu)")
     r.add_argument("--cache-dir", metavar="DIR", help="use a persistent compile cache in DIR")
     r.add_argument("--profile", metavar="OUT.json", help="compile with run-time profiling "
                    "(cpu) and write the run's Chrome trace here (docs/profiling.md)")
@@ -85,8 +86,9 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
                        ".xlc file that `xlc run` and `xlc.load` execute without recompiling.")
     c.add_argument("input", help="an .hlo file or module:function (e.g. mymodel:predict)")
     c.add_argument("-o", "--output", required=True, metavar="OUT.xlc", help="the file to write")
-    c.add_argument("--backend", choices=backend_names(), default=None,
-                   help="target backend (default: XLC_FLAGS --backend, else cpu)")
+    c.add_argument("--backend", choices=(*backend_names(), AUTO), default=None,
+                   help="target backend (default: XLC_FLAGS --backend, else cpu; auto: the GPU "
+                   "when one is usable, else cpu)")
     c.add_argument("--arg", action="append", metavar="SHAPE",
                    help="shape of the next positional argument, e.g. f32[8,128] (repeat)")
     c.add_argument("--static", action="append", metavar="NAME=VALUE",

@@ -113,7 +113,8 @@ def _round_afz(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 
 def _cdiv(b: ir.IRBuilder, pt: PT, x: ir.Value, y: ir.Value) -> ir.Value:
-    """Smith's algorithm (no intermediate overflow for large divisors)."""
+    """Smith's algorithm (no intermediate overflow for large divisors); a zero divisor gives
+    numpy's infinities (a / |c|, b / |c|) rather than Smith's NaN."""
     a, bb = _cparts(b, x)
     c, d = _cparts(b, y)
     fabs = "llvm.fabs"
@@ -126,7 +127,13 @@ def _cdiv(b: ir.IRBuilder, pt: PT, x: ir.Value, y: ir.Value) -> ir.Value:
     den2 = b.fadd(b.fmul(c, r2), d)
     re2 = b.fdiv(b.fadd(b.fmul(a, r2), bb), den2)
     im2 = b.fdiv(b.fsub(b.fmul(bb, r2), a), den2)
-    return _cmake(b, pt, b.select(c_big, re1, re2), b.select(c_big, im1, im2))
+    # a zero divisor: a / |c| and b / |c| (infinities, or NaN for a zero part), as numpy
+    zero = lu.const_like(c, 0.0)
+    both_zero = b.and_(b.fcmp_ordered("==", c, zero), b.fcmp_ordered("==", d, zero))
+    ac = lu.intrinsic(b, fabs, [c])
+    re = b.select(both_zero, b.fdiv(a, ac), b.select(c_big, re1, re2))
+    im = b.select(both_zero, b.fdiv(bb, ac), b.select(c_big, im1, im2))
+    return _cmake(b, pt, re, im)
 
 
 def _cabs(b: ir.IRBuilder, v: ir.Value) -> ir.Value:

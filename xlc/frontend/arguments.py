@@ -80,7 +80,11 @@ def _ptype(dtype: Any, where: str) -> PrimitiveType:
 def _device_leaf(x: Any, where: str) -> Any:
     """`x` as an `xlc.DeviceArray` when it lives on a GPU (a DeviceArray or any object with
     `__cuda_array_interface__`), else None. Device arrays are passed to the backend as they
-    are: the GPU backend uses them in place, the others copy them to the host."""
+    are: the GPU backend uses them in place, the others copy them to the host. An
+    `xlc.DeviceArray` is recognised by its class (reading its `__cuda_array_interface__` would
+    wait for the call computing it)."""
+    if getattr(type(x), "xlc_device_array", False):
+        return x
     if not hasattr(x, "__cuda_array_interface__"):
         return None
     from xlc.backends import as_device_array
@@ -179,10 +183,16 @@ _INT_RANGE = (int(np.iinfo(dtypes.DEFAULT_INT.dtype).min),
 
 def _walk(x: Any, key: list[Any], leaves: list[Any]) -> bool:
     """Append `x`'s part of a `fast_signature` key and its leaves; False for anything but
-    plain numpy arrays and Python bools, ints (in range) and floats in tuples, lists, dicts
-    and Nones."""
+    plain numpy arrays, `xlc.DeviceArray`s and Python bools, ints (in range) and floats in
+    tuples, lists, dicts and Nones."""
     t = type(x)
     if t is np.ndarray:
+        key.append(x.dtype)
+        key.append(x.shape)
+        leaves.append(x)
+        return True
+    if getattr(t, "xlc_device_array", False):  # an xlc.DeviceArray: passed as it is
+        key.append(t)
         key.append(x.dtype)
         key.append(x.shape)
         leaves.append(x)
@@ -211,8 +221,8 @@ def _walk(x: Any, key: list[Any], leaves: list[Any]) -> bool:
 
 def fast_signature(args: tuple, statics: frozenset[int]) -> tuple[tuple, list] | None:
     """The per-call fast path's view of positional `args`: (key, leaves) when every dynamic
-    leaf is a plain `np.ndarray` or a Python bool, int or float, inside tuples, lists, dicts
-    and Nones, else None.
+    leaf is a plain `np.ndarray`, an `xlc.DeviceArray` or a Python bool, int or float, inside
+    tuples, lists, dicts and Nones, else None.
 
     The key holds each array leaf's dtype and shape, each scalar leaf's Python type (its
     leaf is the array `convert_arg` makes of it), the containers' kinds, lengths and dict keys

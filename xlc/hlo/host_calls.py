@@ -4,7 +4,10 @@ through a callback (`backend_cpu/host_call.py`), the GPU as a thunk with copies 
 (`backend_gpu/emit_custom_call.py`).
 
 Host targets: JAX's LAPACK targets (`lapack.py`, on scipy) and the Python targets of the
-`xlc.ffi` registry (`xlc.ffi.register(python=...)`, `xlc.pure_callback`, `xlc.debug`).
+`xlc.ffi` registry (`xlc.ffi.register(python=...)`, `xlc.pure_callback`, `xlc.debug`). One
+more, `xlc$evaluate` (`EVALUATE`), is how a backend runs an instruction it has no code for:
+its descriptor holds the instruction as a standalone HLO module (`describe_evaluation`),
+which the reference evaluator runs on the host.
 
 A call is described by a JSON string (`describe`): its target, backend_config and every
 operand and result shape with its layout. The descriptor is plain data, so it can be stored
@@ -53,12 +56,79 @@ def _python_target(fn: Callable[..., Any]) -> Handler:
     return run
 
 
+EVALUATE = "xlc$evaluate"
+"""The host target of instructions a backend runs through the evaluator (module docstring)."""
+
+
+@lru_cache(maxsize=64)
+def _standalone(text: str) -> Any:
+    from xlc.hlo.parser import parse_module
+
+    return parse_module(text)
+
+
+def _evaluate(call: dict[str, Any], operands: list[np.ndarray],
+              results: list[Shape]) -> Sequence[np.ndarray]:
+    from xlc.hlo.evaluator import evaluate
+
+    value = evaluate(_standalone(call["hlo"]), operands)
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def standalone_text(inst: HloInstruction) -> str:
+    """HLO text of a module whose entry computes `inst` alone: one parameter per distinct
+    operand (in `distinct_operands` order), the computations `inst` calls (and theirs), and
+    `inst` as the root. Metadata is left out."""
+    from xlc.hlo.printer import print_computation, print_instruction, shape_to_text
+
+    comps: list[Any] = []
+
+    def visit(c: Any) -> None:
+        if c in comps:
+            return
+        for callee in c.called_computations():
+            visit(callee)
+        comps.append(c)
+    for c in inst.called:
+        visit(c)
+    lines = [f"HloModule host_{inst.name}", ""]
+    lines += [print_computation(c, print_metadata=False, is_entry=False) + "\n" for c in comps]
+    lines.append("ENTRY %main {")
+    for k, o in enumerate(distinct_operands(inst)):
+        lines.append(f"  %{o.name} = {shape_to_text(o.shape)} parameter({k})")
+    lines.append("  ROOT " + print_instruction(inst, print_metadata=False))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def distinct_operands(inst: HloInstruction) -> list[HloInstruction]:
+    """`inst`'s operands, each once, in first-use order."""
+    out: list[HloInstruction] = []
+    for o in inst.operands:
+        if o not in out:
+            out.append(o)
+    return out
+
+
+def describe_evaluation(inst: HloInstruction, backend: str) -> str:
+    """The descriptor of running `inst` on the host through the evaluator (`EVALUATE`); its
+    operands are `distinct_operands(inst)`, its results the leaves of `inst`'s shape."""
+    return json.dumps({"target": EVALUATE, "config": None, "backend": backend,
+                       "instruction": inst.name, "opcode": inst.opcode.text,
+                       "hlo": standalone_text(inst),
+                       "operands": [o.shape.to_text() for o in distinct_operands(inst)],
+                       "results": [s.to_text() for s in result_shapes(inst)]}, sort_keys=True)
+
+
 def handler_for(target: str, backend: str = "cpu") -> Handler | None:
     """The handler of `target` (a LAPACK target, or a Python target registered for
-    `backend`), or None when no host implementation exists."""
+    `backend`, or the evaluator for `EVALUATE`), or None when no host implementation
+    exists."""
     from xlc.hlo.ffi_registry import lookup
     from xlc.hlo.lapack import is_lapack_target
 
+    if target == EVALUATE:
+        return _evaluate
     if is_lapack_target(target):
         return _lapack
     registered = lookup(target, backend)
@@ -125,7 +195,11 @@ def failure(desc: str, error: BaseException) -> CustomCallError:
     """The CustomCallError of a host call that raised `error` (a CustomCallError as is)."""
     if isinstance(error, CustomCallError):
         return error
-    target = json.loads(desc).get("target", "?")
+    call = json.loads(desc)
+    target = call.get("target", "?")
+    if target == EVALUATE:
+        return CustomCallError(f"'{call.get('opcode')}' ({call.get('instruction')}), run on the "
+                               f"host, failed: {type(error).__name__}: {error}")
     return CustomCallError(f"custom-call target '{target}' failed on the host: "
                            f"{type(error).__name__}: {error}")
 
