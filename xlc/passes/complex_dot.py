@@ -23,7 +23,7 @@ import logging
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
-from xlc.passes.edit import replace_uses
+from xlc.passes.edit import substitute
 
 log = logging.getLogger("xlc.passes.complex_dot")
 
@@ -60,13 +60,7 @@ def expand(comp: HloComputation, inst: HloInstruction) -> HloInstruction:
     re = comp.add(Opcode.SUBTRACT, shape, (rr, ii), name=f"{inst.name}.real")
     im = comp.add(Opcode.ADD, shape, (ri, ir_), name=f"{inst.name}.imag")
     out = comp.add(Opcode.COMPLEX, inst.shape, (re, im), name=f"{inst.name}.complex")
-    for pred in inst.control_predecessors:
-        for first in (ar, ai, br, bi):
-            first.add_control_predecessor(pred)
-    replace_uses(comp, inst, out)
-    inst.drop_control_dependencies()
-    comp.remove_instruction(inst)
-    out.name = inst.name   # users and dumps keep seeing the dot's name
+    substitute(comp, inst, out, (ar, ai, br, bi))
     return out
 
 

@@ -24,6 +24,21 @@ def replace_uses(comp: HloComputation, old: HloInstruction, new: HloInstruction)
         u.control_predecessors = tuple(new if p is old else p for p in u.control_predecessors)
 
 
+def substitute(comp: HloComputation, old: HloInstruction, new: HloInstruction,
+               first: Iterable[HloInstruction]) -> None:
+    """Replace `old` by `new`, the last of the instructions a rewrite built in its place:
+    `old`'s control predecessors now precede each of `first` (where the rewrite starts), its
+    uses refer to `new`, `old` is removed and `new` takes its name (users and dumps keep
+    seeing it)."""
+    for pred in old.control_predecessors:
+        for inst in first:
+            inst.add_control_predecessor(pred)
+    replace_uses(comp, old, new)
+    old.drop_control_dependencies()
+    comp.remove_instruction(old)
+    new.name = old.name
+
+
 def remove_instructions(comp: HloComputation, dead: Iterable[HloInstruction]) -> int:
     """Remove `dead` instructions from `comp` in one sweep; returns how many.
 

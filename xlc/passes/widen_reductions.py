@@ -30,7 +30,7 @@ import logging
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
-from xlc.passes.edit import replace_uses
+from xlc.passes.edit import substitute
 from xlc.passes.simplify_util import simple_reducer
 
 log = logging.getLogger("xlc.passes.widen_reductions")
@@ -78,12 +78,7 @@ def widen(comp: HloComputation, inst: HloInstruction, reducer: HloComputation) -
     wide = comp.add(inst.opcode, inst.shape.with_type(ACCUMULATION_TYPE), (x32, init32),
                     inst.attrs, (reducer,), name=f"{inst.name}.f32", extra=inst.extra)
     out = comp.add(Opcode.CONVERT, inst.shape, (wide,), name=f"{inst.name}.narrow")
-    for pred in inst.control_predecessors:
-        wide.add_control_predecessor(pred)
-    replace_uses(comp, inst, out)
-    inst.drop_control_dependencies()
-    comp.remove_instruction(inst)
-    out.name = inst.name  # users and dumps keep seeing the reduction's name
+    substitute(comp, inst, out, (wide,))
     return out
 
 
