@@ -5,8 +5,8 @@ Usage: python tools/bench_dispatch_host.py [--reps N] [--json out.json]
 
 For a chain of 1 and 10 kernels (outputs of 1 KiB and 64 MiB) it prints, per call mode
 (device-resident asynchronous, with a CUDA graph, numpy in and out):
-* `xlc us`: host microseconds per call spent in xlc's Python code (the null driver's calls
-  cost ~0.1 us each, included);
+* `xlc us`: host microseconds per call spent in xlc's Python code (the time per call less the
+  null driver's own cost per driver call, calibrated at the start);
 * the driver calls of one call in steady state, by name;
 * `est. us`: xlc's time plus those calls priced with the per-call costs measured on an H100
   VM (`../shared/reference/gpu-h100.md`: launch with packed parameters 5.5 us, with a tuple
@@ -135,6 +135,20 @@ def chain(n: int, kernels: int) -> str:
     return "\n".join(lines + ["}", ""])
 
 
+def null_call_s(drv: NullDriver, n: int = 20000) -> float:
+    """Seconds one null driver call costs (what `measure` takes off per driver call)."""
+    args = (None, 1, 1, 1, 32, 1, 1, 0, None, 0, 0)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            drv.cuLaunchKernel(*args)
+        best = min(best, (time.perf_counter() - t0) / n)
+    drv.calls["cuLaunchKernel"] -= 3 * n
+    drv.tuple_launches -= 3 * n
+    return best
+
+
 def measure(drv: NullDriver, call: Any, reps: int) -> tuple[float, dict[str, float], float]:
     """(host s per call, driver calls per call in steady state (averaged over 16 calls: some
     are made once per group of calls), tuple launches per call)."""
@@ -163,7 +177,7 @@ def estimate_us(host_s: float, calls: dict[str, float], tuples: float) -> float:
 
 
 def _rows(drv: NullDriver, exe: Any, n: int, kernels: int, nbytes: int,
-          reps: int) -> list[dict[str, Any]]:
+          reps: int, null_s: float) -> list[dict[str, Any]]:
     host = np.ones(n, np.float32)
     dx = cuda.to_device(host)
     modes = {"device": lambda: exe.run_on_device([dx]),
@@ -176,6 +190,7 @@ def _rows(drv: NullDriver, exe: Any, n: int, kernels: int, nbytes: int,
     rows = []
     for mode, call in modes.items():
         host_s, one, tuples = measure(drv, call, reps)
+        host_s = max(0.0, host_s - null_s * sum(one.values()))
         est = estimate_us(host_s, one, tuples)
         text = ", ".join(f"{k.removeprefix('cu')} {v:g}" for k, v in sorted(one.items()))
         size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
@@ -194,13 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     drv = NullDriver()
     cuda._driver, cuda._context = drv, None
     rows = []
+    null_s = null_call_s(drv)
+    print(f"null driver call: {1e6 * null_s:.2f} us (taken off xlc's time per driver call)")
     print(f"{'kernels':>7}{'output':>9}  {'mode':<8}{'xlc us':>8}{'est. us':>9}  driver calls")
     for kernels in (1, 10):
         for nbytes in (1 << 10, 64 << 20):
             n = nbytes // 4
             exe = compile_gpu(parse_module(chain(n, kernels)),
                               CompileOptions(backend="gpu", gpu_sm=90, fusion=False))
-            rows += _rows(drv, exe, n, kernels, nbytes, args.reps)
+            rows += _rows(drv, exe, n, kernels, nbytes, args.reps, null_s)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -168,3 +168,23 @@ def test_kernels_emitted_after_a_fallback_keep_a_valid_module(
     e, m = exe.run([a])
     np.testing.assert_allclose(e, np.exp(a), rtol=1e-12)
     np.testing.assert_allclose(m, np.abs(np.exp(a)), rtol=1e-12)
+
+
+def test_a_host_instruction_travels_in_an_executable_file(
+        fake: list[FakeDriver], monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    from pathlib import Path
+
+    text = ("HloModule m\nENTRY e {\n  a = c64[8] parameter(0)\n"
+            "  f = c64[8] fft(a), fft_type=FFT, fft_length={8}\n  ROOT r = c64[8] negate(f)\n}\n")
+    path = Path(str(tmp_path)) / "fft.xlc"
+    compiled = xlc.compile(text, backend="gpu", options=CompileOptions(backend="gpu",
+                                                                        gpu_sm=80))
+    compiled.serialize(str(path))
+    loaded = xlc.load(str(path))   # another process would read the same descriptor
+    assert [t.kind for t in loaded.executable().all_thunks()] == ["sequential", "host_call",
+                                                                  "kernel"]
+    # the fake emulates the kernels from the compiled executable's LLVM IR (a loaded one has
+    # only PTX and cubin), which the loaded one's image matches
+    use(fake, compiled.executable(), monkeypatch)
+    a = _complex(8)
+    np.testing.assert_allclose(loaded(a), -np.fft.fft(a), rtol=1e-5, atol=1e-5)

@@ -167,6 +167,7 @@ class GpuRuntime:
             for t in exe.plan.thunks.walk())
         self._temps: list[tuple[int, int]] = []   # (allocation, size) taken per call
         self._outputs = [(a.index, a.size) for a in exe.allocations if a.kind == "output"]
+        self._param_dtypes = {p.number: np.dtype(p.dtype) for p in exe.parameters}
         used = [o.slice.index for o in exe.outputs]
         self._result_table = [
             (o.slice.index, o.slice.offset, o.slice.size,
@@ -235,7 +236,7 @@ class GpuRuntime:
             if arg is not None:
                 self._bind_device_arg(p, info, arg, args, persistent, owners, keep, donate)
                 continue
-            host = np.asarray(raw, dtype=np.dtype(p.dtype))
+            host = np.asarray(raw, dtype=self._param_dtypes[p.number])
             if p.physical_perm is not None:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
@@ -266,7 +267,7 @@ class GpuRuntime:
         if arg.deleted is not None:
             raise ArgumentError(f"argument {p.number}: DeviceArray was deleted "
                                 f"({arg.deleted})")
-        if arg.dtype != np.dtype(p.dtype) or p.physical_perm is not None:
+        if arg.dtype != self._param_dtypes[p.number] or p.physical_perm is not None:
             raise ArgumentError(f"argument {p.number}: DeviceArray must have dtype "
                                 f"{p.dtype} and the parameter's default layout")
         if arg.ready is not None and arg.ready[0] is not s0:
