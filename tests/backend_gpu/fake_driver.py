@@ -43,7 +43,33 @@ class CUstreamCaptureMode:
 
 class CUgraphNodeType:  # noqa: N801
     CU_GRAPH_NODE_TYPE_KERNEL = 0
-    CU_GRAPH_NODE_TYPE_OTHER = 99   # memcpy, memset, event nodes: one kind for the fake
+    CU_GRAPH_NODE_TYPE_MEMCPY = 1
+    CU_GRAPH_NODE_TYPE_MEMSET = 2
+    CU_GRAPH_NODE_TYPE_OTHER = 99   # event nodes and the rest: one kind for the fake
+
+
+class MemsetNode:
+    """A captured memset (also run eagerly outside capture): CUDA_MEMSET_NODE_PARAMS' fields."""
+
+    def __init__(self, dst: int, value: int, element_size: int, width: int):
+        self.dst, self.value, self.elementSize, self.width = dst, value, element_size, width
+        self.height = 1
+
+    def __call__(self) -> None:
+        if self.elementSize == 1:
+            ctypes.memset(self.dst, self.value, self.width)
+        else:
+            (ctypes.c_uint32 * self.width).from_address(self.dst)[:] = [self.value] * self.width
+
+
+class CopyNode:
+    """A captured device-to-device copy: CUDA_MEMCPY3D's fields the runtime reads."""
+
+    def __init__(self, src: int, dst: int, n: int):
+        self.srcDevice, self.dstDevice, self.WidthInBytes = src, dst, n
+
+    def __call__(self) -> None:
+        ctypes.memmove(self.dstDevice, self.srcDevice, self.WidthInBytes)
 
 
 class KernelNodeParams:
@@ -232,15 +258,13 @@ class FakeDriver:
         return self._do("d2h", lambda: ctypes.memmove(dst, src, n))
 
     def cuMemcpyDtoDAsync(self, dst: int, src: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
-        return self._do("d2d", lambda: ctypes.memmove(dst, src, n))
+        return self._do("d2d", CopyNode(int(src), int(dst), n))
 
     def cuMemsetD8Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
-        return self._do("memset8", lambda: ctypes.memset(dst, v, n))
+        return self._do("memset8", MemsetNode(int(dst), v, 1, n))
 
     def cuMemsetD32Async(self, dst: int, v: int, n: int, s: Any) -> tuple[int]:  # noqa: N802
-        def op() -> None:
-            (ctypes.c_uint32 * n).from_address(dst)[:] = [v] * n
-        return self._do("memset32", op)
+        return self._do("memset32", MemsetNode(int(dst), v, 4, n))
 
     # ---- streams, events, launches ------------------------------------------------------
     def cuStreamCreate(self, flags: int) -> tuple[int, str]:  # noqa: N802
@@ -304,9 +328,29 @@ class FakeDriver:
         return (OK, list(g[:n]) if n else [], len(g))
 
     def cuGraphNodeGetType(self, node: Any) -> tuple[int, int]:  # noqa: N802
-        kind = CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL if isinstance(node, KernelNode) \
-            else CUgraphNodeType.CU_GRAPH_NODE_TYPE_OTHER
-        return (OK, kind)
+        kinds = {KernelNode: CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL,
+                 MemsetNode: CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMSET,
+                 CopyNode: CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEMCPY}
+        return (OK, kinds.get(type(node), CUgraphNodeType.CU_GRAPH_NODE_TYPE_OTHER))
+
+    def cuGraphMemsetNodeGetParams(self, node: MemsetNode  # noqa: N802
+                                   ) -> tuple[int, MemsetNode]:
+        return (OK, MemsetNode(node.dst, node.value, node.elementSize, node.width))
+
+    def cuGraphMemcpyNodeGetParams(self, node: CopyNode) -> tuple[int, CopyNode]:  # noqa: N802
+        return (OK, CopyNode(node.srcDevice, node.dstDevice, node.WidthInBytes))
+
+    def cuGraphExecMemsetNodeSetParams(self, g: Any, node: MemsetNode,  # noqa: N802
+                                       p: MemsetNode, ctx: Any) -> tuple[int]:
+        assert (p.value, p.elementSize, p.width) == (node.value, node.elementSize, node.width)
+        node.dst = int(p.dst)
+        return (OK,)
+
+    def cuGraphExecMemcpyNodeSetParams(self, g: Any, node: CopyNode,  # noqa: N802
+                                       p: CopyNode, ctx: Any) -> tuple[int]:
+        assert p.WidthInBytes == node.WidthInBytes
+        node.srcDevice, node.dstDevice = int(p.srcDevice), int(p.dstDevice)
+        return (OK,)
 
     def cuGraphKernelNodeGetParams(self, node: KernelNode  # noqa: N802
                                    ) -> tuple[int, KernelNodeParams]:

@@ -339,16 +339,46 @@ def test_graphs_update_moved_kernel_arguments_instead_of_copying(
     assert drv.calls.count("launch") == 1                # recorded once, at the capture
 
 
-def test_graphs_copy_where_a_copy_thunk_touches_an_argument(
+def test_graph_copy_and_memset_nodes_follow_moved_arguments(
         fake: list[FakeDriver], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the second result is the argument itself: a device-to-device copy thunk from the
+    # parameter to its output block, whose node is updated when either moves
     text = ("HloModule m\nENTRY e {\n  a = f32[64] parameter(0)\n  b = f32[64] negate(a)\n"
             "  ROOT t = (f32[64], f32[64]) tuple(b, a)\n}\n")
     exe = compile_text(text)
-    use(fake, exe, monkeypatch)
+    drv = use(fake, exe, monkeypatch)
     rt = exe.runtime()
-    assert rt.graph_copies   # the parameter -> output copy cannot follow a moved argument
-    for _ in range(3):
+    assert not rt.graph_copies
+    outs = []
+    for k in range(3):
         x = RNG.standard_normal(64).astype(np.float32)
+        before = Counter(drv.api)
         b, a = exe.run_on_device([cuda.to_device(x)], graph=True)
+        made = drv.steady(before)
+        if k:   # a new argument and new result blocks: the kernel and the copy node move,
+            # nothing is copied outside the graph (the first call captured the copy)
+            assert made["cuGraphExecMemcpyNodeSetParams"] == 1, made
+            assert made["cuGraphExecKernelNodeSetParams"] == 1, made
+            assert made["cuMemcpyDtoDAsync"] == 0, made
         np.testing.assert_array_equal(b.to_numpy(), -x)
         np.testing.assert_array_equal(a.to_numpy(), x)
+        outs.append((b, a))
+    assert drv.graph_launches == 3
+
+
+def test_copy_mode_is_kept_for_offload_copies_of_arguments() -> None:
+    from types import SimpleNamespace
+
+    from xlc.backend_gpu.graphs import uses_copy_mode
+    from xlc.backend_gpu.thunks import CopyStartThunk, SequentialThunk
+    from xlc.passes.allocation import BufferAllocation, Slice
+
+    param = BufferAllocation(0, 256, is_entry_computation_parameter=True)
+    temp = BufferAllocation(1, 256)
+    copy = CopyStartThunk("cs", src=Slice(param, 0, 256), dst=Slice(temp, 0, 256))
+    rt = SimpleNamespace(exe=SimpleNamespace(
+        allocations=[param, temp],
+        plan=SimpleNamespace(thunks=SequentialThunk("entry", thunks=[copy]))))
+    assert uses_copy_mode(rt)  # type: ignore[arg-type]
+    copy.src = Slice(temp, 0, 256)
+    assert not uses_copy_mode(rt)  # type: ignore[arg-type]

@@ -9,10 +9,13 @@ which) get their new addresses through `cuGraphExecKernelNodeSetParams` (the nod
 parameters with `kernelParams` pointing at the thunk's packed array), then the graph is
 launched. Temps keep one block per runtime, so nodes that only touch them never change.
 
-Only kernels can follow a moved allocation this way. A schedule in which a memset, copy or
-copy-start touches a parameter or output allocation is replayed in **copy mode** instead:
-fixed argument and result blocks, arguments copied in and results copied out (as before
-graph updates existed). `uses_copy_mode` decides, once per executable.
+Memset and device-to-device copy nodes follow moved allocations too: they are matched by the
+addresses and sizes `cuGraphMemsetNodeGetParams` / `cuGraphMemcpyNodeGetParams` report, and a
+node whose addresses changed gets them through `cuGraphExecMemsetNodeSetParams` /
+`cuGraphExecMemcpyNodeSetParams`. A schedule in which any other thunk (a copy-start of host
+offload) touches a parameter or output allocation is replayed in **copy mode** instead: fixed
+argument and result blocks, arguments copied in and results copied out. `uses_copy_mode`
+decides, once per executable.
 """
 from __future__ import annotations
 
@@ -21,7 +24,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from xlc.backend_gpu.cuda import check
-from xlc.backend_gpu.thunks import KernelThunk, SequentialThunk
+from xlc.backend_gpu.thunks import (
+    DeviceToDeviceCopyThunk,
+    KernelThunk,
+    Memset32Thunk,
+    MemzeroThunk,
+    SequentialThunk,
+    Thunk,
+)
 from xlc.errors import XlcError
 
 if TYPE_CHECKING:
@@ -38,13 +48,28 @@ def _handle(h: Any) -> Any:
         return h
 
 
+_UPDATABLE = (MemzeroThunk, Memset32Thunk, DeviceToDeviceCopyThunk)
+"""Non-kernel thunks whose graph nodes can follow moved allocations."""
+
+
+def _node_key(rt: GpuRuntime, t: Thunk) -> tuple[Any, ...]:
+    """What the node of memset/copy thunk `t` reports under the current bindings: ("set",
+    dst, width, element size) or ("copy", src, dst, bytes)."""
+    if isinstance(t, MemzeroThunk):
+        return ("set", rt.address(t.dest), t.dest.size, 1)
+    if isinstance(t, Memset32Thunk):
+        return ("set", rt.address(t.dest), t.dest.size // 4, 4)
+    assert isinstance(t, DeviceToDeviceCopyThunk)
+    return ("copy", rt.address(t.src), rt.address(t.dst), t.src.size)
+
+
 def uses_copy_mode(rt: GpuRuntime) -> bool:
     """Whether a non-kernel thunk touches a parameter or output allocation (whose address
     changes between calls): then graphs copy arguments and results (see the docstring)."""
     moving = {a.index for a in rt.exe.allocations
               if a.kind == "output" or a.is_entry_computation_parameter}
     for t in rt.exe.plan.thunks.walk():
-        if isinstance(t, (KernelThunk, SequentialThunk)):
+        if isinstance(t, (KernelThunk, SequentialThunk, *_UPDATABLE)):
             continue
         if any(sl.index in moving for sl in t.reads() + t.writes()):
             return True
@@ -69,6 +94,8 @@ class ScheduleGraph:
         self.nodes: dict[int, tuple[Any, Any]] = {}
         """id(kernel thunk) -> (graph node, its CUDA_KERNEL_NODE_PARAMS with our packed
         kernelParams)."""
+        self.others: list[list[Any]] = []
+        """[thunk, graph node, its memset/memcpy params, the key it was last given]."""
         if rt.graph_updates:
             self._match(rt)
 
@@ -84,32 +111,73 @@ class ScheduleGraph:
         n = count[1] if isinstance(count, tuple) else count
         found = check(drv.cuGraphGetNodes(self.graph, n), "cuGraphGetNodes")
         nodes = found[0] if isinstance(found, tuple) else found
-        kernel_type = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+        others: dict[tuple[Any, ...], list[Thunk]] = {}
+        for th in rt.exe.plan.thunks.walk():
+            if isinstance(th, _UPDATABLE) and th.reads() + th.writes() and \
+                    all(sl.size for sl in th.reads() + th.writes()):
+                others.setdefault(_node_key(rt, th), []).append(th)
+        types = drv.CUgraphNodeType
         for node in nodes[:n]:
-            if check(drv.cuGraphNodeGetType(node), "cuGraphNodeGetType") != kernel_type:
-                continue
-            params = check(drv.cuGraphKernelNodeGetParams(node), "cuGraphKernelNodeGetParams")
-            func = _handle(params.func)
-            nargs = arity.get(func, 0)
-            slots = (ctypes.c_void_p * max(1, nargs)).from_address(int(params.kernelParams))
-            values = tuple(ctypes.c_uint64.from_address(slots[i] or 0).value
-                           for i in range(nargs))
-            match = waiting.get((func, values))
-            if not match:
-                raise XlcError("CUDA graph: a captured kernel node matches no kernel thunk")
-            t = match.pop()
-            params.kernelParams = rt.packed.params[id(t)]
-            self.nodes[id(t)] = (node, params)
-        left = sum(len(v) for v in waiting.values())
+            kind = check(drv.cuGraphNodeGetType(node), "cuGraphNodeGetType")
+            if kind == types.CU_GRAPH_NODE_TYPE_KERNEL:
+                self._match_kernel(rt, node, arity, waiting)
+            elif kind in (types.CU_GRAPH_NODE_TYPE_MEMSET, types.CU_GRAPH_NODE_TYPE_MEMCPY):
+                self._match_other(rt, node, kind == types.CU_GRAPH_NODE_TYPE_MEMSET, others)
+        left = sum(len(v) for v in waiting.values()) + sum(len(v) for v in others.values())
         if left:
-            raise XlcError(f"CUDA graph: {left} kernel thunk(s) without a captured node")
+            raise XlcError(f"CUDA graph: {left} thunk(s) without a captured node")
+
+    def _match_kernel(self, rt: GpuRuntime, node: Any, arity: dict[Any, int],
+                      waiting: dict[tuple[Any, tuple[int, ...]], list[KernelThunk]]) -> None:
+        params = check(rt.drv.cuGraphKernelNodeGetParams(node), "cuGraphKernelNodeGetParams")
+        func = _handle(params.func)
+        nargs = arity.get(func, 0)
+        slots = (ctypes.c_void_p * max(1, nargs)).from_address(int(params.kernelParams))
+        values = tuple(ctypes.c_uint64.from_address(slots[i] or 0).value
+                       for i in range(nargs))
+        match = waiting.get((func, values))
+        if not match:
+            raise XlcError("CUDA graph: a captured kernel node matches no kernel thunk")
+        t = match.pop()
+        params.kernelParams = rt.packed.params[id(t)]
+        self.nodes[id(t)] = (node, params)
+
+    def _match_other(self, rt: GpuRuntime, node: Any, memset: bool,
+                     others: dict[tuple[Any, ...], list[Thunk]]) -> None:
+        drv = rt.drv
+        if memset:
+            p = check(drv.cuGraphMemsetNodeGetParams(node), "cuGraphMemsetNodeGetParams")
+            key: tuple[Any, ...] = ("set", int(p.dst), int(p.width), int(p.elementSize))
+        else:
+            p = check(drv.cuGraphMemcpyNodeGetParams(node), "cuGraphMemcpyNodeGetParams")
+            key = ("copy", int(p.srcDevice), int(p.dstDevice), int(p.WidthInBytes))
+        match = others.get(key)
+        if not match:
+            raise XlcError(f"CUDA graph: a captured {'memset' if memset else 'memcpy'} node "
+                           f"matches no thunk")
+        self.others.append([match.pop(), node, p, key])
 
     def launch(self, rt: GpuRuntime, changed: set[int]) -> None:
-        """Give the kernels in `changed` (ids of thunks) their new arguments, then launch."""
+        """Give the kernels in `changed` (ids of thunks), and the memset/copy nodes whose
+        addresses moved, their new arguments; then launch."""
         drv = rt.drv
         for tid in changed:
             entry = self.nodes.get(tid)
             if entry is not None:
                 check(drv.cuGraphExecKernelNodeSetParams(self.exec, entry[0], entry[1]),
                       "cuGraphExecKernelNodeSetParams")
+        for other in self.others:
+            t, node, p, key = other
+            now = _node_key(rt, t)
+            if now == key:
+                continue
+            other[3] = now
+            if now[0] == "set":
+                p.dst = now[1]
+                check(drv.cuGraphExecMemsetNodeSetParams(self.exec, node, p, rt.context),
+                      "cuGraphExecMemsetNodeSetParams")
+            else:
+                p.srcDevice, p.dstDevice = now[1], now[2]
+                check(drv.cuGraphExecMemcpyNodeSetParams(self.exec, node, p, rt.context),
+                      "cuGraphExecMemcpyNodeSetParams")
         check(drv.cuGraphLaunch(self.exec, rt.streams[0]), "cuGraphLaunch")

@@ -134,6 +134,7 @@ class GpuRuntime:
         blocks and packed kernel parameters of `exe` for the calling thread; `program` (the
         loaded code, shared by threads) is loaded when not given."""
         drv = driver()
+        self.context = primary_context()
         self.program = program or GpuProgram(exe)
         self.exe = exe
         self.drv = drv
