@@ -2,11 +2,13 @@
 file stays small while other generators grow there:
 
 - `complex_programs`: c64/c128 elementwise programs with complex constants written as XLA
-  prints them (`(re, im)` per element, scalars and arrays), `complex(re, im)` from float parts,
-  `real`/`imag`/`abs` back to floats, compares and selects. With `transcendental=True` some
-  programs also use an op the native backends have no complex rule for (`exponential`,
-  `sqrt`, `power`, ...): the tests then expect an UnsupportedOpError from the CPU/GPU compile,
-  while the evaluator and the interpreter still agree.
+  prints them (`(re, im)` per element, scalars and arrays), `complex(re, im)` from float
+  parts, `real`/`imag`/`abs` back to floats, compares and selects, and complex dots over the
+  last dimension (extra outputs; the backends run them as four real dots). With
+  `transcendental=True` some programs also use an op the native backends have no complex rule
+  for (`exponential`, `sqrt`, `power`, ...): the tests then expect an UnsupportedOpError
+  from the CPU compile (the GPU runs those on the host), while the evaluator and the
+  interpreter still agree.
 - `recursive_programs`: negative tests: modules whose call graph has a cycle (a computation
   calling itself, or 2-3 computations calling each other, through `call`, a `while` body or a
   `conditional` branch); the verifier must reject every one of them (they used to hang the
@@ -43,11 +45,12 @@ def _constant(b: _Builder, dims: tuple[int, ...]) -> Value:
     return b.emit(ty, dims, f"broadcast({s.name}), dimensions={{}}")
 
 
-def _complex_step(b: _Builder, dims: tuple[int, ...], unsupported: list[str] | None) -> None:
+def _complex_step(b: _Builder, dims: tuple[int, ...], unsupported: list[str] | None,
+                  dots: list[Value]) -> None:
     ty, part = b.ty, COMPLEX[b.ty][1]
     cvals = [v for v in b.values if v.ty == ty and v.dims == dims]
     kind = b.draw(st.sampled_from(["unary", "binary", "binary", "constant", "parts", "select",
-                                   "unsupported"]))
+                                   "dot", "unsupported"]))
     if kind == "unary":
         b.emit(ty, dims, f"negate({b.draw(st.sampled_from(cvals)).name})")
     elif kind == "binary":
@@ -63,6 +66,11 @@ def _complex_step(b: _Builder, dims: tuple[int, ...], unsupported: list[str] | N
         mag = b.emit(part, dims, f"abs({y.name})")
         s = b.emit(part, dims, f"add({re.name}, {mag.name})")
         b.emit(ty, dims, f"complex({s.name}, {im.name})")
+    elif kind == "dot":  # x . y over the last dimension: c[m,m] (rank 2) or c[] (rank 1)
+        x, y = b.draw(st.sampled_from(cvals)), b.draw(st.sampled_from(cvals))
+        last = len(dims) - 1
+        dots.append(b.emit(ty, dims[:-1] * 2, f"dot({x.name}, {y.name}), "
+                           f"lhs_contracting_dims={{{last}}}, rhs_contracting_dims={{{last}}}"))
     elif kind == "select":
         x, y = b.draw(st.sampled_from(cvals)), b.draw(st.sampled_from(cvals))
         p = b.emit("pred", dims, f"compare({x.name}, {y.name}), direction=NE")
@@ -96,13 +104,14 @@ def complex_programs(draw: st.DrawFn, max_steps: int = 6,
     b.param(ty, dims)
     b.param(ty, dims)
     unsupported: list[str] = []
+    dots: list[Value] = []
     c = _constant(b, dims)  # every program has a complex constant
     b.emit(ty, dims, f"add({b.params[0].name}, {c.name})")
     for _ in range(draw(st.integers(1, max_steps))):
-        _complex_step(b, dims, unsupported if transcendental else None)
+        _complex_step(b, dims, unsupported if transcendental else None, dots)
     last = [v for v in b.values if v.ty == ty and v.dims == dims][-1]
     mag = b.emit(COMPLEX[ty][1], dims, f"abs({last.name})")
-    outs = [last, mag] + [v for v in b.values if v.name in unsupported and v is not last]
+    outs = [last, mag] + [v for v in b.values if v.name in unsupported and v is not last] + dots
     text = ("HloModule cplx\nENTRY e {\n" + "\n".join(b.lines) +
             f"\n  ROOT out = ({', '.join(v.shape for v in outs)}) "
             f"tuple({', '.join(v.name for v in outs)})\n}}")

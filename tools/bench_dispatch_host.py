@@ -64,40 +64,36 @@ class NullDriver:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.tuple_launches = 0
+        self.arity: dict[Any, int] = {}
+        """Kernel function -> its argument count (for reading packed parameters)."""
         self._next = itertools.count(1 << 32, 1 << 28)
         self._graph: list[tuple[Any, tuple[int, ...]]] = []
         self._capturing = False
+        self._keep: Any = None
+        self._calls: dict[str, Any] = {
+            "cuDeviceGetCount": lambda: (0, 1),
+            "cuDeviceGetAttribute": lambda attr, dev: (0, 9 if attr == 1 else 0),
+            "cuLaunchKernel": self._launch,
+            "cuStreamBeginCapture": self._begin,
+            "cuStreamEndCapture": self._end,
+            "cuGraphGetNodes": lambda g, n: (0, list(range(len(self._graph)))[:n],
+                                             len(self._graph)),
+            "cuGraphNodeGetType": lambda node: (0, 0),   # every captured node is a kernel
+            "cuGraphKernelNodeGetParams": self._node_params}
+        """The calls that answer something particular; the others return a fresh handle."""
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("cu"):
             raise AttributeError(name)
         self.calls[name] += 1
-        special = {"cuDeviceGetCount": (0, 1), "cuDeviceGetAttribute": None,
-                   "cuGraphGetNodes": None, "cuGraphNodeGetType": (0, 0),
-                   "cuGraphKernelNodeGetParams": None}
-        if name == "cuDeviceGetAttribute":
-            return lambda attr, dev: (0, 9 if attr == 1 else 0)
-        if name == "cuLaunchKernel":
-            return self._launch
-        if name == "cuStreamBeginCapture":
-            return self._begin
-        if name == "cuStreamEndCapture":
-            return self._end
-        if name == "cuGraphGetNodes":
-            return lambda g, n: (0, list(range(len(self._graph)))[:n], len(self._graph))
-        if name == "cuGraphKernelNodeGetParams":
-            return self._node_params
-        if name in special:
-            value = special[name]
-            return lambda *a: value
-        return lambda *a: (0, next(self._next))
+        return self._calls.get(name) or (lambda *a: (0, next(self._next)))
 
     def _launch(self, f: Any, *a: Any) -> tuple[int]:
         params = a[-2]
         if not isinstance(params, int):
             self.tuple_launches += 1
         if self._capturing:
-            n = self._arity.get(f, 0)
+            n = self.arity.get(f, 0)
             if isinstance(params, int):
                 slots = (ctypes.c_void_p * max(1, n)).from_address(params)
                 args = tuple(ctypes.c_uint64.from_address(slots[i] or 0).value
@@ -122,8 +118,6 @@ class NullDriver:
             *[ctypes.addressof(values) + 8 * i for i in range(max(1, len(args)))])
         self._keep = (values, slots)
         return (0, type("P", (), {"func": f, "kernelParams": ctypes.addressof(slots)})())
-
-    _arity: dict[Any, int] = {}
 
 
 def chain(n: int, kernels: int) -> str:
@@ -185,8 +179,8 @@ def _rows(drv: NullDriver, exe: Any, n: int, kernels: int, nbytes: int,
     if nbytes <= 1 << 20:
         modes["numpy"] = lambda: exe.run([host])
     rt = exe.runtime()
-    NullDriver._arity = {rt.functions[t.kernel]: len(t.args)
-                         for t in exe.all_thunks() if hasattr(t, "kernel")}
+    drv.arity = {rt.functions[t.kernel]: len(t.args)
+                 for t in exe.all_thunks() if hasattr(t, "kernel")}
     rows = []
     for mode, call in modes.items():
         host_s, one, tuples = measure(drv, call, reps)

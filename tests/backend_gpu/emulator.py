@@ -273,12 +273,9 @@ class Emulator:
         """A host call (custom-call target or evaluator fallback) on the emulated buffers."""
         from xlc.hlo import host_calls
 
-        _call, op_shapes, res_shapes, _handler = host_calls.decode(t.desc)
-        arrays = [host_calls.logical_view(self._view(sl).copy().view(
-            shape.element_type.dtype), shape).copy()  # type: ignore[union-attr]
-            for sl, shape in zip(t.operands, op_shapes)]
-        for sl, shape, value in zip(t.results, res_shapes, host_calls.run(t.desc, arrays)):
-            raw = host_calls.to_physical(value, shape).view(np.uint8).reshape(-1)
+        raws = [self._view(sl).copy() for sl in t.operands]
+        for sl, host in zip(t.results, host_calls.run_on_bytes(t.desc, raws)):
+            raw = host.view(np.uint8).reshape(-1)
             self._view(sl)[:raw.size] = raw
 
     def launch(self, t: KernelThunk) -> None:

@@ -1,11 +1,12 @@
-"""ComplexDotExpander: complex dots become four real dots (the GPU's GEMM kernels then run
-them). Checked against the evaluator of the original module, on the pass alone, through the
-GPU emulator, and through jit on the fake driver."""
+"""ComplexDotExpander: complex dots become four real dots (the CPU's and GPU's GEMM kernels
+then run them; neither had a complex dot). Checked against numpy and the evaluator, on the
+pass alone, through the GPU emulator, on the CPU and through jit."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import xlc
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.helpers import compile_text
 from xlc.hlo.evaluator import evaluate
@@ -50,6 +51,8 @@ def test_the_expansion_computes_the_complex_product(ty: str, dtype: type, tol: f
     assert not ComplexDotExpander().run(module)   # nothing left to expand
     (got,) = Emulator(compile_text(text)).run(args)   # on the GPU: real GEMM kernels
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    cpu = xlc.compile(text, backend="cpu")   # on the CPU: the packed GEMM
+    np.testing.assert_allclose(cpu(*args), want, rtol=tol, atol=tol)
 
 
 def test_real_and_mixed_dots_are_left_alone() -> None:
@@ -61,8 +64,6 @@ def test_real_and_mixed_dots_are_left_alone() -> None:
 
 def test_jit_complex_matmuls_run_as_gpu_kernels() -> None:
     import xlc.numpy as xnp
-
-    import xlc
 
     f = xlc.jit(lambda a, b, w: xnp.abs(a @ b) @ w, backend="gpu")
     a, b = _complex((4, 6), np.complex64), _complex((6, 4), np.complex64)

@@ -25,6 +25,7 @@ from xlc.hlo.ir import HloModule
 from xlc.hlo.support import FOUR_BIT_TYPES, check_runnable
 from xlc.options import CompileOptions, default_options
 from xlc.passes.buffer_assignment import BufferAssignment
+from xlc.passes.complex_dot import ComplexDotExpander
 from xlc.passes.conv_to_dot import ConvToDot
 from xlc.passes.copy_insertion import CopyInsertion
 from xlc.passes.optimize import OptimizedModule, optimize_module, standard_passes
@@ -38,12 +39,16 @@ STAGES = ("hlo-passes", "emit", "llvm-optimize", "llvm-codegen")
 
 
 def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
-    """The CPU HLO pipeline: the standard list (simplification, transpose folding, loop/input
-    and multi-output fusion, row fusion, cleanup, copy insertion, memory scheduling), with
-    row fusion (`emit_row_fusion`) and gather fusion (the elemental gather rule) on."""
+    """The CPU HLO pipeline: complex dots as real ones, convolutions as dots, then the
+    standard list (simplification, transpose folding, loop/input and multi-output fusion, row
+    fusion, cleanup, copy insertion, memory scheduling), with row fusion (`emit_row_fusion`)
+    and gather fusion (the elemental gather rule) on, and the GEMM and sort workspaces."""
     standard = standard_passes(options, row_fusion=True, fuse_gather=True)
     at = next(i for i, p in enumerate(standard) if p.name == CopyInsertion.name)
     return [
+        # Complex matrix products as four real ones on the packed GEMM (the CPU has no complex
+        # GEMM); first, so simplification and fusion see the real dots and their splits.
+        ComplexDotExpander(),
         # Convolutions as sums of patches @ kernel slices on the packed GEMM (im2col, per
         # window position or in between: a cost model and the memory limit choose); first, so
         # that the transposes/slices it creates are simplified and fused like any others.

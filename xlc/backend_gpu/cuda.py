@@ -112,8 +112,8 @@ def primary_context() -> Any:
             _context = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
             _compute_capability = 10 * int(major) + int(minor)
             _generation += 1
-            _pools = (DevicePool(_raw_alloc, _raw_free, _synchronize),
-                      HostPool(_raw_host_alloc, _raw_host_free, _synchronize))
+            _pools = (DevicePool(device_alloc, _driver_free, _synchronize),
+                      HostPool(host_alloc, host_free, _synchronize))
             log.info("CUDA device 0: sm_%d", _compute_capability)
         check(drv.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
         _tls.generation = _generation
@@ -146,24 +146,11 @@ def _synchronize() -> None:
     check(driver().cuCtxSynchronize(), "cuCtxSynchronize")
 
 
-def _raw_alloc(nbytes: int) -> int:
-    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
-
-
-def _raw_free(ptr: int) -> None:
+def _driver_free(ptr: int) -> None:
+    """cuMemFree (errors at interpreter shutdown are ignored); `device_free` is the public
+    release, which gives pooled blocks back to their pool instead."""
     try:
         driver().cuMemFree(ptr)
-    except Exception:  # pragma: no cover - shutdown order
-        pass
-
-
-def _raw_host_alloc(nbytes: int) -> int:
-    return int(check(driver().cuMemHostAlloc(max(1, nbytes), 0), "cuMemHostAlloc"))
-
-
-def _raw_host_free(ptr: int) -> None:
-    try:
-        driver().cuMemFreeHost(ptr)
     except Exception:  # pragma: no cover - shutdown order
         pass
 
@@ -185,7 +172,7 @@ def device_sm() -> int | None:
     changes (tests install fakes)."""
     global _probe
     probe = _probe
-    if probe is not None and probe[0] is _driver and (_context is not None or probe[1] is None):
+    if probe is not None and probe[0] is _driver:
         return probe[1]
     try:
         sm: int | None = compute_capability()
@@ -240,7 +227,7 @@ def device_alloc(nbytes: int) -> int:
     """cuMemAlloc (at least 1 byte); returns the device address. Blocks that live as long
     as an executable's state; per-call memory comes from `device_pools()`."""
     primary_context()
-    return _raw_alloc(nbytes)
+    return int(check(driver().cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
 
 
 def device_free(ptr: int) -> None:
@@ -249,7 +236,7 @@ def device_free(ptr: int) -> None:
     pools = _pools
     if pools is not None and pools[0].give(ptr):
         return
-    _raw_free(ptr)
+    _driver_free(ptr)
 
 
 def host_alloc(nbytes: int) -> int:
@@ -257,12 +244,15 @@ def host_alloc(nbytes: int) -> int:
     context, not mapped into the device's address space: only copies reach it); returns the
     host address. Used for allocations in host memory `S(5)` (host offload)."""
     primary_context()
-    return _raw_host_alloc(nbytes)
+    return int(check(driver().cuMemHostAlloc(max(1, nbytes), 0), "cuMemHostAlloc"))
 
 
 def host_free(ptr: int) -> None:
     """cuMemFreeHost (errors at interpreter shutdown are ignored)."""
-    _raw_host_free(ptr)
+    try:
+        driver().cuMemFreeHost(ptr)
+    except Exception:  # pragma: no cover - shutdown order
+        pass
 
 
 def to_device(arr: np.ndarray) -> DeviceArray:

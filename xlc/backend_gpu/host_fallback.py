@@ -52,19 +52,25 @@ def host_thunk(em: GpuEmitter, inst: HloInstruction) -> HostCallThunk:
 
 
 def checkpoint(em: GpuEmitter) -> tuple[Any, ...]:
-    """What `rollback` needs to undo an emitter's additions to the LLVM module."""
+    """What `rollback` needs to undo an emitter's additions to the LLVM module: the sizes of
+    the module's tables (each grows at its end), taken before every instruction, so O(1)."""
     m = em.llmod
     named = {k: len(v.operands) for k, v in m.namedmetadata.items()}
-    return (set(m.globals), named, len(m.metadata), set(m._metadatacache),
-            len(em.kernel_names), set(em.ffi_modules))
+    return (len(m.globals), named, len(m.metadata), len(m._metadatacache),
+            len(em.kernel_names), len(em.ffi_modules))
+
+
+def _tail(d: dict[Any, Any], n: int) -> list[Any]:
+    """The keys of insertion-ordered dict `d` added after its first `n`."""
+    return list(d)[n:]
 
 
 def rollback(em: GpuEmitter, mark: tuple[Any, ...]) -> None:
     """Remove the functions, globals, kernel annotations and kernel names added since
-    `mark`."""
-    globals_, named, nmeta, cache, nkernels, ffi = mark
+    `mark`, and give their names back to the module's name scope."""
+    nglobals, named, nmeta, ncache, nkernels, nffi = mark
     m = em.llmod
-    for name in [g for g in m.globals if g not in globals_]:
+    for name in _tail(m.globals, nglobals):
         del m.globals[name]
         m.scope._useset.discard(name)   # an intrinsic declared again later keeps its name
     for key, nmd in list(m.namedmetadata.items()):
@@ -75,8 +81,8 @@ def rollback(em: GpuEmitter, mark: tuple[Any, ...]) -> None:
     for md in m.metadata[nmeta:]:   # unnamed nodes are numbered: give their numbers back
         m.scope._useset.discard(md.name)
     del m.metadata[nmeta:]
-    for key in [k for k in m._metadatacache if k not in cache]:
+    for key in _tail(m._metadatacache, ncache):
         del m._metadatacache[key]
     del em.kernel_names[nkernels:]
-    for key in [k for k in em.ffi_modules if k not in ffi]:
+    for key in _tail(em.ffi_modules, nffi):
         del em.ffi_modules[key]

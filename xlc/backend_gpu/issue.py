@@ -117,31 +117,20 @@ def _host_call(rt: GpuRuntime, t: HostCallThunk, stream: Any) -> None:
 
     drv = rt.drv
     check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    _call, op_shapes, res_shapes, _handler = host_calls.decode(t.desc)
-    operands = []
-    for sl, shape in zip(t.operands, op_shapes):
+    raws = []
+    for sl in t.operands:
         raw = np.empty(sl.size, np.uint8)
         if sl.size:
             check(drv.cuMemcpyDtoHAsync(raw.ctypes.data, rt.address(sl), sl.size, stream),
                   "cuMemcpyDtoHAsync")
-        operands.append((raw, shape))
+        raws.append(raw)
     check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    arrays = [host_calls.logical_view(raw.view(shape.element_type.dtype),  # type: ignore[union-attr]
-                                      shape).copy()
-              for raw, shape in operands]
-    try:
-        values = host_calls.run(t.desc, arrays)
-    except Exception as e:  # noqa: BLE001 - reported as the custom-call's failure
-        raise host_calls.failure(t.desc, e) from e
-    keep = []
-    for sl, shape, value in zip(t.results, res_shapes, values):
-        host = host_calls.to_physical(value, shape)
-        keep.append(host)
+    results = host_calls.run_on_bytes(t.desc, raws)
+    for sl, host in zip(t.results, results):
         if host.nbytes:
             check(drv.cuMemcpyHtoDAsync(rt.address(sl), host.ctypes.data, host.nbytes,
                                         stream), "cuMemcpyHtoDAsync")
-    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-    del keep
+    check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")   # `results` live till here
 
 
 def _unsupported(rt: GpuRuntime, t: Thunk, stream: Any) -> None:

@@ -26,12 +26,12 @@ Per executable and calling thread (`GpuRuntime`, so threads call one executable 
   heap of host memory `S(5)` (host offload) is a pinned host block, which only copy-start
   thunks touch;
 * asynchronous calls (`to_host=False`) return DeviceArrays once the work is queued, marked
-  with a completion event from a bounded ring (`launch.InFlight`: back-pressure); calls
-  returning numpy arrays synchronise stream 0;
+  with their stream; one completion event per `launch.GROUP` calls in a bounded ring
+  (`launch.InFlight`: back-pressure); calls returning numpy arrays synchronise stream 0;
 * optional CUDA graph capture of the whole schedule (not possible with while/conditional,
   which read predicates back to the host): captured on the first call, replayed afterwards
-  with the moved kernel arguments updated in place (graphs.py; copy mode where a memset or
-  copy touches an argument or result);
+  with the nodes whose arguments moved updated in place (graphs.py; copy mode where a
+  host-offload copy touches an argument or result);
 * with `exe.profile` (`CompileOptions.profile`) a `profile.ThunkProfiler` records CUDA events
   around every thunk and the call (graphs are off then); without it nothing is recorded and
   the driver calls are those of an unprofiled runtime.
@@ -158,8 +158,7 @@ class GpuRuntime:
         self.bases = [0] * len(exe.allocations)
         self._owned: list[int] = []
         self._owned_host: list[int] = []
-        self._param_blocks: dict[int, int] = {}
-        self._fixed_blocks: dict[int, int] = {}   # outputs / temps at fixed addresses
+        self._fixed_blocks: dict[int, int] = {}   # allocation -> this runtime's own block
         self._graph: ScheduleGraph | None = None
         self._step_list: list[Callable[[], None]] | None = None
         self._host_word = np.zeros(1, dtype=np.int64)
@@ -246,7 +245,7 @@ class GpuRuntime:
                 owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                    owner=True)
             else:
-                dst = self._param_block(p.allocation, info.size)
+                dst = self._fixed_block(p.allocation, info.size)
             self.bases[p.allocation] = dst
             if not host.nbytes:
                 continue
@@ -282,7 +281,6 @@ class GpuRuntime:
                 event = self._cross_event
                 check(drv.cuEventRecord(event, arg.ready[0]), "cuEventRecord")
             check(drv.cuStreamWaitEvent(s0, event, 0), "cuStreamWaitEvent")
-        keep.append(arg)  # its buffer must not be reused (by any stream) before we are done
         if (donate and info.aliased_with_output and not persistent and arg.owner
                 and arg.base is None and self.pool.stream_of(arg.ptr) is s0
                 and not arg.ptr % GPU_ALIGNMENT
@@ -290,16 +288,16 @@ class GpuRuntime:
             owners[p.allocation] = DeviceArray(arg.ptr, (info.size,), np.dtype(np.uint8),
                                                owner=True)
             self.bases[p.allocation] = arg.ptr
-            keep.pop()
             arg.donate(f"donated to a call of {self.exe.module.name}")
             return
+        keep.append(arg)  # its buffer must not be reused (by any stream) before we are done
         if info.outlives_call and not persistent:
             dst = self.pool.take(info.size, s0)
             owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                owner=True)
         elif persistent or arg.ptr % GPU_ALIGNMENT:
             # graph mode needs fixed addresses; kernels assume aligned bases
-            dst = self._param_block(p.allocation, info.size)
+            dst = self._fixed_block(p.allocation, info.size)
         else:
             self.bases[p.allocation] = arg.ptr
             return
@@ -307,13 +305,10 @@ class GpuRuntime:
             check(drv.cuMemcpyDtoDAsync(dst, arg.ptr, arg.nbytes, s0), "cuMemcpyDtoD")
         self.bases[p.allocation] = dst
 
-    def _param_block(self, alloc: int, size: int) -> int:
-        ptr = self._param_blocks.get(alloc)
-        if ptr is None:
-            ptr = self._param_blocks[alloc] = self._alloc(size)
-        return ptr
-
     def _fixed_block(self, alloc: int, size: int) -> int:
+        """This runtime's own block for allocation `alloc` (made on first use): parameter
+        blocks for numpy or misaligned arguments, and outputs and temps at fixed addresses
+        (calls returning numpy arrays, graphs)."""
         ptr = self._fixed_blocks.get(alloc)
         if ptr is None:
             ptr = self._fixed_blocks[alloc] = self._alloc(size)
@@ -380,17 +375,16 @@ class GpuRuntime:
         """Bind arguments, execute the schedule (or replay its graph), return the outputs.
 
         `to_host`: numpy results; the call has finished when this returns. Otherwise the
-        results are DeviceArrays returned as soon as the work is queued (marked with the
-        call's completion event); at most `launch.MAX_IN_FLIGHT` calls of this runtime are
-        queued before the next one waits for the oldest. `donate`: donated parameters may
-        take their DeviceArray arguments' buffers (the arguments are then deleted). `graph`:
-        replay a CUDA graph of the schedule (graphs.py), updating the kernels whose
-        arguments moved, or copying arguments and results where a non-kernel thunk touches
-        them. A profiled executable never uses a graph and finishes before returning."""
+        results are DeviceArrays returned as soon as the work is queued (marked with their
+        stream); at most `launch.MAX_IN_FLIGHT` calls of this runtime are queued before one
+        waits for older ones. `donate`: donated parameters may take their DeviceArray
+        arguments' buffers (the arguments are then deleted). `graph`: replay a CUDA graph of
+        the schedule (graphs.py), updating the nodes whose arguments moved, or copying
+        arguments and results in copy mode. A profiled executable never uses a graph and
+        finishes before returning."""
         graph = graph and not self.has_host_control and self.profiler is None
         copies = graph and self.graph_copies
-        drv, s0 = self.drv, self.streams[0]
-        primary_context()
+        drv, s0 = self.drv, self.streams[0]   # (the runtime made its context current)
         owners: dict[int, DeviceArray] = {}
         keep: list[Any] = []
         self._bind_params(args, copies, owners, keep, not to_host, donate)
@@ -421,7 +415,8 @@ class GpuRuntime:
     def synchronize(self) -> None:
         """Wait for every call queued by this runtime and release what they kept."""
         check(self.drv.cuStreamSynchronize(self.streams[0]), "cuStreamSynchronize")
-        self.in_flight.retire_all()
+        if self._in_flight is not None:
+            self._in_flight.retire_all()
 
     def run_schedule(self) -> None:
         """Issue the whole schedule on the runtime's streams (stream 0 joins the others at
@@ -446,24 +441,24 @@ class GpuRuntime:
             self.profiler.end(s0)
 
     def _steps(self) -> list[Callable[[], None]]:
-        """The top-level schedule as one call per step (made once): kernel launches with
-        their arguments bound, event waits and records, and `execute` for everything else
-        (control flow, copies, host calls), so a call walks no thunk tree."""
+        """The top-level schedule as one call per step (made once): each kernel launch with
+        its arguments bound (and its event waits and record), `execute` for every other
+        thunk (control flow, copies, host calls), so a call walks no thunk tree."""
         steps = self._step_list
         if steps is not None:
             return steps
         steps = []
         drv, ok = self.drv, self.drv.CUresult.CUDA_SUCCESS
         for t in self.exe.plan.thunks.thunks:
+            if not isinstance(t, KernelThunk):
+                steps.append(functools.partial(self.execute, t))
+                continue
             stream = self.streams[t.stream]
-            for e in t.wait_events:
-                steps.append(functools.partial(wait, drv, stream, self.events[e]))
-            if isinstance(t, KernelThunk):
-                args = (self.functions[t.kernel], *t.grid, *t.block, 0, stream,
-                        self.packed.params[id(t)], 0)
-                steps.append(functools.partial(launch, drv, ok, args, t.kernel))
-            else:
-                steps.append(functools.partial(ISSUE[type(t)], self, t, stream))
+            steps += [functools.partial(wait, drv, stream, self.events[e])
+                      for e in t.wait_events]
+            args = (self.functions[t.kernel], *t.grid, *t.block, 0, stream,
+                    self.packed.params[id(t)], 0)
+            steps.append(functools.partial(launch, drv, ok, args, t.kernel))
             if t.record_event is not None:
                 steps.append(functools.partial(record, drv, self.events[t.record_event],
                                                stream))

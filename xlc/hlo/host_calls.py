@@ -183,6 +183,20 @@ def run(desc: str, operands: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(v) for v in handler(call, operands, res_shapes)]
 
 
+def run_on_bytes(desc: str, raws: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run the call of descriptor `desc` on its operands' bytes (uint8 arrays, each buffer in
+    its shape's layout); returns each result as a contiguous array in its layout, ready to
+    copy into its buffer. CustomCallError (`failure`) when the call raises."""
+    _call, op_shapes, res_shapes, _handler = decode(desc)
+    arrays = [logical_view(raw.view(s.element_type.dtype), s).copy()  # type: ignore[union-attr]
+              for raw, s in zip(raws, op_shapes)]
+    try:
+        values = run(desc, arrays)
+    except Exception as e:  # noqa: BLE001 - reported as the call's failure
+        raise failure(desc, e) from e
+    return [to_physical(v, s) for v, s in zip(values, res_shapes)]
+
+
 def run_handler(handler: Handler, inst: HloInstruction,
                 operands: list[np.ndarray]) -> list[np.ndarray]:
     """Run host call `inst` (no descriptor: the evaluator) on logical operand arrays."""

@@ -1,4 +1,5 @@
-"""Expand complex matrix products into real ones, for backends without a complex GEMM (GPU).
+"""Expand complex matrix products into real ones, for backends without a complex GEMM (the
+CPU and the GPU).
 
     d = c64[M,N] dot(c64[M,K] a, c64[K,N] b), <dims>
 becomes, with ar/ai = real(a)/imag(a) and br/bi = real(b)/imag(b) (f32), four real dots of
@@ -23,7 +24,7 @@ import logging
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType
-from xlc.passes.edit import substitute
+from xlc.passes.edit import rewrite_each, substitute
 
 log = logging.getLogger("xlc.passes.complex_dot")
 
@@ -71,16 +72,7 @@ class ComplexDotExpander:
 
     def run(self, module: HloModule) -> bool:
         """Rewrite in place; True if any dot was expanded."""
-        count = 0
-        for comp in list(module.computations):
-            if comp.is_fusion_computation:
-                continue
-            targets = [i for i in comp.instructions if expandable(i)]
-            for inst in targets:
-                expand(comp, inst)
-            if targets:
-                comp.sort_post_order()
-                count += len(targets)
+        count = rewrite_each(module, expandable, expand)
         if count:
             log.debug("expanded %d complex dot(s) into real dots", count)
         return count > 0

@@ -6,9 +6,9 @@ O(n*k). These helpers redirect uses immediately and remove instructions in one s
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from xlc.hlo.ir import HloComputation, HloInstruction
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 
 
@@ -22,6 +22,24 @@ def replace_uses(comp: HloComputation, old: HloInstruction, new: HloInstruction)
         comp.root = new
     for u in list(old.control_successors):
         u.control_predecessors = tuple(new if p is old else p for p in u.control_predecessors)
+
+
+def rewrite_each(module: HloModule, matches: Callable[[HloInstruction], bool],
+                 rewrite: Callable[[HloComputation, HloInstruction], object]) -> int:
+    """`rewrite(comp, inst)` every instruction that `matches` in the computations outside
+    fusions (the instructions are picked before any rewrite of their computation), then put
+    each changed computation back in post order; returns how many were rewritten."""
+    count = 0
+    for comp in list(module.computations):
+        if comp.is_fusion_computation:
+            continue
+        targets = [i for i in comp.instructions if matches(i)]
+        for inst in targets:
+            rewrite(comp, inst)
+        if targets:
+            comp.sort_post_order()
+            count += len(targets)
+    return count
 
 
 def substitute(comp: HloComputation, old: HloInstruction, new: HloInstruction,

@@ -30,7 +30,7 @@ import logging
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import PrimitiveType, Shape
-from xlc.passes.edit import substitute
+from xlc.passes.edit import rewrite_each, substitute
 from xlc.passes.simplify_util import simple_reducer
 
 log = logging.getLogger("xlc.passes.widen_reductions")
@@ -90,18 +90,12 @@ class WidenNarrowReductions:
     def run(self, module: HloModule) -> bool:
         """Rewrite in place; True if any reduction was widened."""
         cache: dict[Opcode, HloComputation] = {}
-        count = 0
-        for comp in list(module.computations):
-            if comp.is_fusion_computation:
-                continue
-            targets = [i for i in comp.instructions if widenable(i)]
-            for inst in targets:
-                op = simple_reducer(inst.called[0])
-                assert op is not None
-                widen(comp, inst, _reducer(module, op, cache))
-            if targets:
-                comp.sort_post_order()
-                count += len(targets)
+
+        def rewrite(comp: HloComputation, inst: HloInstruction) -> None:
+            op = simple_reducer(inst.called[0])
+            assert op is not None
+            widen(comp, inst, _reducer(module, op, cache))
+        count = rewrite_each(module, widenable, rewrite)
         if count:
             log.debug("widened %d 16-bit reduction(s) to f32", count)
         return count > 0
