@@ -39,20 +39,21 @@ STAGES = ("hlo-passes", "emit", "llvm-optimize", "llvm-codegen")
 
 
 def cpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
-    """The CPU HLO pipeline: complex dots as real ones, convolutions as dots, then the
+    """The CPU HLO pipeline: convolutions as dots, complex dots as real ones, then the
     standard list (simplification, transpose folding, loop/input and multi-output fusion, row
     fusion, cleanup, copy insertion, memory scheduling), with row fusion (`emit_row_fusion`)
     and gather fusion (the elemental gather rule) on, and the GEMM and sort workspaces."""
     standard = standard_passes(options, row_fusion=True, fuse_gather=True)
     at = next(i for i, p in enumerate(standard) if p.name == CopyInsertion.name)
     return [
-        # Complex matrix products as four real ones on the packed GEMM (the CPU has no complex
-        # GEMM); first, so simplification and fusion see the real dots and their splits.
-        ComplexDotExpander(),
         # Convolutions as sums of patches @ kernel slices on the packed GEMM (im2col, per
         # window position or in between: a cost model and the memory limit choose); first, so
         # that the transposes/slices it creates are simplified and fused like any others.
         ConvToDot(options.memory_limit, host_threads(options.threads)),
+        # Complex matrix products (also any the line above made) as four real ones on the
+        # packed GEMM (the CPU has no complex GEMM); before simplification and fusion, which
+        # then see the real dots and their splits.
+        ComplexDotExpander(),
         *standard[:at],
         # Dots on the packed GEMM become custom-calls with a workspace output, so the GEMM's
         # packing scratch is a buffer of the assignment; after fusion (dots are never fused
