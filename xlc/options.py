@@ -41,6 +41,11 @@ class CompileOptions(BaseModel):
     gpu_graphs: bool = Field(False, description="replay the GPU schedule as a CUDA graph")
     gpu_host_fallback: bool = Field(True, description="run instructions the GPU cannot "
                                     "compile on the host (with a warning) instead of failing")
+    default_matmul_precision: Literal["default", "high", "highest"] = Field(
+        "default", description="the least precision of every dot (JAX's "
+        "jax_default_matmul_precision): a dot's own operand_precision can raise it, not lower "
+        "it. On the GPU, f32 dots at default/high use TF32 tensor cores (sm_80+), at highest "
+        "full FP32; the CPU computes f32 dots in FP32 whatever is asked")
     threads: int = Field(0, description="CPU threads for large kernels (0 = all cores)")
     memory_limit: int | None = Field(None, ge=0, description="bytes the program may use at "
                                      "its peak (parameters + outputs + temps, the buffer "
@@ -81,6 +86,7 @@ _FLAG_KEYS = {
     "backend": "backend", "gpu-sm": "gpu_sm", "gpu-streams": "gpu_streams",
     "gpu-ptx-version": "gpu_ptx_version", "gpu-graphs": "gpu_graphs",
     "gpu-host-fallback": "gpu_host_fallback",
+    "default-matmul-precision": "default_matmul_precision",
     "threads": "threads", "constant-folding-limit": "constant_folding_limit",
     "cache-dir": "cache_dir", "memory-limit": "memory_limit",
     "memory-limit-strict": "memory_limit_strict",

@@ -115,8 +115,89 @@ def _mma(kind: str) -> Any:
     return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(run)
 
 
+def _ldmatrix(trans: bool) -> Any:
+    """The warp-collective `ldmatrix.x4` (ptx_inline.ldmatrix_x4): lane l posts its row
+    address (row l % 8 of matrix l / 8) and receives one register per matrix."""
+    def run(addr: int, out: int) -> None:
+        table = _block["table"]
+        me = _state.linear
+        table[me] = addr
+        _block["barrier"].wait()
+        base = me - me % 32
+        g, t = (me % 32) // 4, me % 4
+
+        def row(j: int, r: int) -> np.ndarray:
+            return np.frombuffer(ctypes.string_at(int(table[base + 8 * j + r]), 16), np.uint16)
+
+        words = []
+        for j in range(4):
+            if trans:
+                lo, hi = int(row(j, 2 * t)[g]), int(row(j, 2 * t + 1)[g])
+            else:
+                r = row(j, g)
+                lo, hi = int(r[2 * t]), int(r[2 * t + 1])
+            words.append(lo | hi << 16)
+        _block["barrier"].wait()
+        (ctypes.c_uint32 * 4).from_address(out)[:] = words
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(run)
+
+
+def _cp_async(dst: int, src: int, nbytes: int) -> None:
+    """`cp.async` of 16 bytes with source size `nbytes`: copied at once, the rest zeroed."""
+    ctypes.memmove(dst, src, nbytes)
+    ctypes.memset(dst + nbytes, 0, 16 - nbytes)
+
+
 _CALLBACKS = {f"emu_sreg_{r}": _sreg_fn(r) for r in _REGS}
+_CALLBACKS["emu_ptx_ldmatrix_x4"] = _ldmatrix(False)
+_CALLBACKS["emu_ptx_ldmatrix_x4_trans"] = _ldmatrix(True)
+_CALLBACKS["emu_ptx_cp_async_16"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p,
+                                                     ctypes.c_int32)(_cp_async)
+# copies complete when issued: committing and waiting have nothing to do
+_CALLBACKS["emu_ptx_cp_async_commit"] = _VOID(lambda: None)
+for _n in range(4):
+    _CALLBACKS[f"emu_ptx_cp_async_wait_{_n}"] = _VOID(lambda: None)
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to TF32 as `cvt.rna.tf32.f32` does (nearest, ties away from zero;
+    NaN and infinities kept)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    rounded = ((bits.astype(np.uint64) + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    return np.where(finite, rounded, bits).view(np.float32)
+
+
+def _mma_tf32() -> Any:
+    """The warp-collective m16n8k8 tf32 mma on the 10-word fragments at `ptr` (A words are
+    f32 values rounded to TF32 first, as emit_mma.mma_function does)."""
+    def run(ptr: int) -> None:
+        table = _block["frags"]
+        me = _state.linear
+        frag = (ctypes.c_int32 * 10).from_address(ptr)
+        table[me] = np.frombuffer(bytes(frag), dtype=np.int32)
+        _block["barrier"].wait()
+        base = me - me % 32
+        a = np.zeros((16, 8), np.float32)
+        bm = np.zeros((8, 8), np.float32)
+        c = np.zeros((16, 8), np.float32)
+        for lane in range(32):
+            f = table[base + lane]
+            g, t = lane // 4, lane % 4
+            w = _tf32(f[:6].view(np.float32))
+            a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = w[:4]
+            bm[t, g], bm[t + 4, g] = w[4:6]
+            cf = f[6:10].view(np.float32)
+            c[g, 2 * t:2 * t + 2], c[g + 8, 2 * t:2 * t + 2] = cf[:2], cf[2:]
+        d = (a.astype(np.float64) @ bm.astype(np.float64) + c).astype(np.float32)
+        g, t = (me % 32) // 4, me % 4
+        mine = np.array([d[g, 2 * t], d[g, 2 * t + 1], d[g + 8, 2 * t], d[g + 8, 2 * t + 1]],
+                        np.float32)
+        _block["barrier"].wait()
+        (ctypes.c_float * 4).from_address(ptr + 24)[:] = mine.tolist()
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(run)
+
+
 _CALLBACKS["emu_mma_f16"] = _mma("f16")
+_CALLBACKS["emu_mma_tf32"] = _mma_tf32()
 _CALLBACKS["emu_mma_bf16"] = _mma("bf16")
 _CALLBACKS["emu_barrier"] = _VOID(_barrier)
 _CALLBACKS["emu_shfl"] = _SHFL(_shfl)
@@ -146,7 +227,16 @@ def host_ir(text: str) -> str:
     text = re.sub(r'define internal void @"xlc_mma_(\w+)"\(ptr %"\.1"\)[^\n]*\n\{.*?\n\}\n',
                   lambda m: f'declare void @"emu_mma_{m.group(1)}"(ptr)\n', text, flags=re.S)
     text = re.sub(r'@"xlc_mma_(\w+)"', r'@"emu_mma_\1"', text)
+    # so do the other inline-PTX wrappers (ptx_inline.py), keeping their signatures
+    text = re.sub(r'define internal void @"xlc_ptx_(\w+)"\(([^\n]*?)\)( alwaysinline)?\n'
+                  r'\{.*?\n\}\n', _declare_callback, text, flags=re.S)
+    text = re.sub(r'@"xlc_ptx_(\w+)"', r'@"emu_ptx_\1"', text)
     return _nvptx_frem(text)
+
+
+def _declare_callback(m: re.Match[str]) -> str:
+    types = [re.sub(r' %"[^"]*"$', "", p) for p in m.group(2).split(", ") if p]
+    return f'declare void @"emu_ptx_{m.group(1)}"({", ".join(types)})\n'
 
 
 _FREM = re.compile(r"= frem(?: [a-z]+)* (float|double) ([^,\n]+), ([^\n]+)")
@@ -194,7 +284,8 @@ class Emulator:
         self.engine.finalize_object()
         self.sync_kernels = set()
         for m in re.finditer(r'define void @"([^"]+)"\(.*?\n}\n', text, re.S):
-            if any(x in m.group(0) for x in ("emu_barrier", "emu_shfl", "emu_mma")):
+            if any(x in m.group(0) for x in ("emu_barrier", "emu_shfl", "emu_mma",
+                                             "emu_ptx_ldmatrix")):
                 self.sync_kernels.add(m.group(1))
         self.buffers: list[np.ndarray] = []
 

@@ -281,6 +281,9 @@ class FakeDriver:
     def cuEventSynchronize(self, ev: Any) -> tuple[int]:  # noqa: N802
         return (OK,)
 
+    def cuEventDestroy(self, ev: Any) -> tuple[int]:  # noqa: N802
+        return (OK,)
+
     def cuMemHostAlloc(self, n: int, flags: int) -> tuple[int, int]:  # noqa: N802
         return (OK, self._allocate(n))
 

@@ -20,12 +20,15 @@ def gpu_options(**kw: object) -> CompileOptions:
 
 @cache
 def compiled_case(name: str, streams: int = 1, sm: int = 80) -> GpuExecutable:
-    """The corpus case `name` (module.hlo) compiled for the GPU (cached per session)."""
+    """The corpus case `name` (module.hlo) compiled for the GPU (cached per session), with
+    f32 dots in full FP32: the corpus's tolerances are for FP32 results (TF32, the GPU's
+    default, is tested in test_gemm_pipelined.py)."""
     from corpus import load_case  # type: ignore[import-not-found]
 
     case = load_case(name)
-    return compile_gpu(parse_module(case.module_text), gpu_options(gpu_streams=streams,
-                                                                   gpu_sm=sm))
+    return compile_gpu(parse_module(case.module_text),
+                       gpu_options(gpu_streams=streams, gpu_sm=sm,
+                                   default_matmul_precision="highest"))
 
 
 def compile_text(text: str, **kw: object) -> GpuExecutable:

@@ -40,6 +40,7 @@ ENTRY main {
 
 
 def _want(text: str, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The evaluator's results (f32 dots in FP32: compile dots at `highest` to compare)."""
     return [np.asarray(w) for w in flatten_result(evaluate(parse_module(text),
                                                            [a.copy() for a in args]))]
 
@@ -64,7 +65,7 @@ def test_donated_parameter_through_the_runtime(text: str, streams: int,
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
 @given(hlo_programs_with_aliasing(dtypes=("f32", "s32")))
 def test_random_aliased_programs_in_the_emulator(prog: Program) -> None:
-    exe = compile_text(prog.text)
+    exe = compile_text(prog.text, default_matmul_precision="highest")
     got = Emulator(exe).run([a.copy() for a in prog.args])
     want = _want(prog.text, prog.args)
     assert len(got) == len(want)
@@ -81,7 +82,7 @@ def test_bias_gradient_fusion_writes_dz_over_dh_in_the_emulator(rows: int, cols:
     from tests.backend_cpu.test_output_sharing import BIAS_GRAD
 
     text = BIAS_GRAD.format(r=rows, c=cols, dims=dims, kept=cols if dims == "0" else rows)
-    exe = compile_text(text)
+    exe = compile_text(text, default_matmul_precision="highest")   # FP32 dots: see _want
     fusion = next(i for i in exe.module.entry.instructions
                   if i.opcode.text == "fusion" and i.shape.is_tuple)
     dh = next(o for o in fusion.operands if o.name == "dh")
@@ -98,6 +99,7 @@ def test_bias_gradient_fusion_writes_dz_over_dh_in_the_emulator(rows: int, cols:
 @given(bias_grad_programs(small=True))
 def test_random_bias_gradient_fusions_in_the_emulator(prog: tuple) -> None:
     text, args = prog
-    got = Emulator(compile_text(text)).run([a.copy() for a in args])
+    exe = compile_text(text, default_matmul_precision="highest")
+    got = Emulator(exe).run([a.copy() for a in args])
     for g, w in zip(got, _want(text, args)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

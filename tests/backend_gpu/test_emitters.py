@@ -23,7 +23,7 @@ def test_every_opcode_has_a_gpu_emitter_or_a_reason() -> None:
     assert not set(EMITTERS) & set(UNSUPPORTED)
     assert all(why.strip() for why in UNSUPPORTED.values())
     assert all(callable(fn) for fn in EMITTERS.values())
-    assert set(FUSION_EMITTERS) == {"kLoop", "kInput"}
+    assert set(FUSION_EMITTERS) == {"kLoop", "kInput", "kOutput"}
 
 
 def test_importing_the_emit_modules_registers_nothing() -> None:

@@ -91,3 +91,32 @@ def test_inspect_cost(tmp_path: Path, backend: str) -> None:
         assert "roofline on H100" in text
     else:
         assert data["device"] is None and "roofline" not in text
+
+
+def test_dot_flops_at_their_tensor_core_peaks() -> None:
+    """The H100 roofline prices dots by how the GPU runs them: f16/bf16 operands and f32 at
+    DEFAULT precision on tensor cores (989 / 495 TFLOP/s), f32 at HIGHEST on CUDA cores
+    (67 TFLOP/s); one kOutput fusion keeps its dot's class."""
+    def dot(t: str, extra: str = "") -> Cost:
+        mod = parse_module(f"""HloModule m
+ENTRY e {{
+  a = {t}[4096,4096] parameter(0)
+  b = {t}[4096,4096] parameter(1)
+  ROOT d = f32[4096,4096] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{extra}
+}}""")
+        (c,) = module_costs(mod)
+        return c
+
+    flops = 2 * 4096 ** 3
+    c16, tf32, fp32 = dot("bf16"), dot("f32"), dot("f32", ", operand_precision={highest,highest}")
+    assert (c16.tensor16_flops, c16.tf32_flops) == (flops, 0)
+    assert (tf32.tensor16_flops, tf32.tf32_flops) == (0, flops)
+    assert (fp32.tensor16_flops, fp32.tf32_flops) == (0, 0)
+    assert H100.seconds(c16) == pytest.approx(flops / 989e12)
+    assert H100.seconds(tf32) == pytest.approx(flops / 495e12)
+    assert H100.seconds(fp32) == pytest.approx(flops / 67e12)
+    x = np.ones((256, 512), np.float32)
+    w = np.ones((512, 1024), np.float32)
+    f = xlc.jit(lambda x, w: xlc.numpy.maximum(x @ w, 0), backend="gpu")
+    (k,) = module_costs(parse_module(f.lower(x, w).compile().as_text()))
+    assert k.opcode == "fusion" and k.tf32_flops == 2 * 256 * 512 * 1024

@@ -52,8 +52,9 @@ def gpu_passes(options: CompileOptions) -> list[HloPass | FixedPoint]:
         # the real dots, and fusion their real/imag splits)
         ComplexDotExpander(),
         # simplify, fuse (kLoop/kInput), multi-output fuse, row fusion (softmax / norms as one
-        # kernel: `emit_row_fusion`), clean up, insert copies, schedule
-        *standard_passes(options, row_fusion=True),
+        # kernel: `emit_row_fusion`), dots with their epilogues (kOutput: bias, activation,
+        # residual, transpose: `gemm_epilogue.py`), clean up, insert copies, schedule
+        *standard_passes(options, row_fusion=True, gemm_epilogues=True),
     ]
 
 
@@ -167,7 +168,8 @@ def compile_gpu(module: HloModule, options: CompileOptions | None = None,
     _check_entry(mod)
     t1 = time.perf_counter()
     em = GpuEmitter(mod, opt.assignment, EMITTERS, UNSUPPORTED, sm=sm,
-                    host_fallback=options.gpu_host_fallback)
+                    host_fallback=options.gpu_host_fallback,
+                    matmul_precision=options.default_matmul_precision)
     seq = em.emit()
     if em.fallbacks:  # one warning per program (host_fallback.py)
         log.warning("%s: %d instruction(s) run on the host (no GPU code): %s", mod.name,

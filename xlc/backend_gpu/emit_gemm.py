@@ -10,7 +10,8 @@ synchronises, and every thread accumulates its outputs with FMAs over the staged
 Thread (tx, ty) owns rows ty + 16 i and columns tx + 16 j, so shared reads are broadcasts or
 conflict-free and the stores coalesce. Grid: (ceil(N / 16R), ceil(M / 16R), B).
 f16/bf16 accumulate in f32 and round once; integers wrap; complex is unsupported.
-Dots of two f16 or two bf16 operands on sm_80+ go to the tensor-core kernel (emit_mma.py).
+Dots of two f16 or two bf16 operands on sm_80+ go to a tensor-core kernel: the pipelined one
+(emit_mma_pipe.py) when both operands are matrices with 16-byte rows, else emit_mma.py.
 """
 from __future__ import annotations
 
@@ -21,14 +22,17 @@ from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
 from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers
-from xlc.backend_gpu.kernel import element_type, i64, unflatten
+from xlc.backend_gpu.kernel import GpuKernel, element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.codegen.convert import convert_value
+from xlc.codegen.ir_array import LeafEmitter
 from xlc.codegen.scalar_types import from_compute, to_compute
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
+from xlc.hlo.precision import LEVELS, dot_precision
 from xlc.hlo.shape import PrimitiveType, Shape, default_layout
+from xlc.passes.gemm_epilogue import Step, epilogue_steps, fused_dot
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -57,10 +61,61 @@ def linear_offset(b: ir.IRBuilder, parts: dict[int, ir.Value], st: list[int]) ->
     return acc
 
 
-class DotPlan:
-    """Dimension bookkeeping of one dot: [B, M, N] x K views and physical strides."""
+class GemmOutput:
+    """Where a GEMM kernel reads its operands and puts its results: the dot's own buffers, or,
+    for the dot of a kOutput fusion (`gemm_epilogue.py`), the fusion's operands and output,
+    each result element passed through the fused epilogue (`steps`: the dot-index -> root-index
+    map) before it is stored."""
 
-    def __init__(self, inst: HloInstruction):
+    def __init__(self, dot: HloInstruction, fusion: HloInstruction | None = None,
+                 steps: list[Step] | None = None):
+        self.dot, self.fusion, self.steps = dot, fusion, steps or []
+        self.buffer = fusion if fusion is not None else dot
+        """The instruction whose (array) buffer the kernel writes."""
+
+    def operand(self, op: HloInstruction) -> HloInstruction:
+        """The instruction whose buffer holds dot operand `op`."""
+        if self.fusion is None:
+            return op
+        return self.fusion.operands[op.parameter_number]
+
+    def store(self, k: GpuKernel, parts: dict[int, ir.Value], value: ir.Value) -> None:
+        """Store result element `parts` (dot dim -> index) of value `value` (the dot's
+        element type): at its place in the dot's buffer, or through the epilogue."""
+        b = k.b
+        if self.fusion is None:
+            lu.store_element(b, value, k.ptr(self.dot), linear_offset(b, parts, strides(
+                self.dot.shape)), element_type(self.dot.shape, self.dot.name))
+            return
+        idx: list[ir.Value] = [parts.get(d, i64(0)) for d in range(self.dot.shape.rank)]
+        for step in self.steps:
+            idx = _move(b, step, idx)
+        fusion = self.fusion
+        gen = LeafEmitter(b, lambda n, ix: k.read(fusion.operands[n], ix),
+                          {self.dot.uid: lambda _ix: value})
+        root = fusion.fused_computation.root
+        assert root is not None
+        k.write(fusion, idx, gen.generate(root, idx))
+
+
+def _move(b: ir.IRBuilder, step: Step, idx: list[ir.Value]) -> list[ir.Value]:
+    """A logical index through one epilogue step (transpose or reshape)."""
+    if step[0] == "transpose":
+        return [idx[int(p)] for p in step[1]]
+    in_dims, out_dims = step[1], step[2]
+    linear: ir.Value = i64(0)
+    for v, n in zip(idx, in_dims):
+        linear = b.add(b.mul(linear, i64(n)), v)
+    parts = unflatten(b, linear, list(range(len(out_dims))), list(out_dims))
+    return [parts.get(d, i64(0)) for d in range(len(out_dims))]
+
+
+class DotPlan:
+    """Dimension bookkeeping of one dot: [B, M, N] x K views and physical strides, and where
+    its kernel reads and writes (`out`)."""
+
+    def __init__(self, inst: HloInstruction, out: GemmOutput | None = None):
+        self.out = out or GemmOutput(inst)
         lhs, rhs = inst.operands
         a = inst.attrs
         self.lb = [int(d) for d in a.get("lhs_batch_dims", ())]
@@ -107,22 +162,62 @@ def register_block(plan: DotPlan) -> int:
     return 4 if plan.M >= 64 and plan.N >= 64 else 1
 
 
+def uses_tf32(em: GpuEmitter, inst: HloInstruction, plan: DotPlan) -> bool:
+    """Whether f32 dot `inst` may compute in TF32: sm_80+, f32 operands and result, the
+    higher of its own precision and the compile's `default_matmul_precision` below
+    `highest`, and big enough for 16 x 8 x 8 tensor-core tiles."""
+    lhs, rhs = inst.operands
+    f32 = PrimitiveType.F32
+    if em.sm < 80 or not lhs.shape.element_type is rhs.shape.element_type is \
+            inst.shape.element_type is f32:
+        return False
+    wanted = max(dot_precision(inst), em.matmul_precision, key=LEVELS.index)
+    return wanted != "highest" and plan.M >= 16 and plan.N >= 8 and plan.K >= 8 \
+        and plan.B <= 65535
+
+
 def emit_dot(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A dot as one tiled GEMM kernel (see the module docstring)."""
+    return emit_gemm(em, inst, GemmOutput(inst))
+
+
+def emit_output_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
+    """A kOutput fusion of `gemm_epilogue.py`: its dot's GEMM kernel, storing every result
+    element through the fused epilogue."""
+    dot = fused_dot(inst)
+    steps = None if dot is None else epilogue_steps(inst.fused_computation, dot)
+    if dot is None or steps is None:
+        raise UnsupportedOpError(f"GPU backend: kOutput fusion {inst.name} is not a dot with "
+                                 "an elementwise epilogue")
+    return emit_gemm(em, dot, GemmOutput(dot, inst, steps))
+
+
+def emit_gemm(em: GpuEmitter, inst: HloInstruction, out: GemmOutput) -> list[Thunk]:
+    """The GEMM kernel of dot `inst`, reading and writing where `out` says."""
     out_pt = element_type(inst.shape, inst.name)
     lhs, rhs = inst.operands
     lpt, rpt = element_type(lhs.shape, lhs.name), element_type(rhs.shape, rhs.name)
     if out_pt.is_complex or out_pt is PrimitiveType.PRED:
         raise UnsupportedOpError(
             f"GPU backend: dot {inst.name} with {out_pt.text} result is unsupported")
-    plan = DotPlan(inst)
-    from xlc.backend_gpu.emit_mma import emit_dot_mma, mma_applicable  # (imports this module)
+    plan = DotPlan(inst, out)
+    # (these modules import this one)
+    from xlc.backend_gpu.emit_mma import emit_dot_mma, mma_applicable
+    from xlc.backend_gpu.emit_mma_pipe import emit_dot_pipelined, pipe_config
 
     if mma_applicable(inst, plan, em.sm):
+        piped = pipe_config(em, inst, plan)
+        if piped is not None:
+            return emit_dot_pipelined(em, inst, plan, *piped)
         return emit_dot_mma(em, inst, plan)
+    if uses_tf32(em, inst, plan):
+        piped = pipe_config(em, inst, plan)
+        if piped is not None:
+            return emit_dot_pipelined(em, inst, plan, *piped)
     r = register_block(plan)
     tm = tn = TILE * r                       # block tile: tm x tn outputs, K step TILE
-    k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=TILE * TILE)
+    k = em.kernel(out.buffer, [(out.buffer, ())], operand_buffers(out.buffer),
+                  max_threads=TILE * TILE)
     b = k.b
     acc_ty = lu.value_type(out_pt) if not out_pt.is_float else \
         (lu.F64 if out_pt is PrimitiveType.F64 else lu.F32)
@@ -156,7 +251,7 @@ def emit_dot(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         parts = {**{batch[j]: v for j, v in bi.items()},
                  **{free[j]: v for j, v in split(f_c, f_size).items()},
                  **{contracting[j]: v for j, v in split(k_c, plan.ksizes).items()}}
-        raw = lu.load_element(b, k.ptr(operand), linear_offset(b, parts, st), pt)
+        raw = lu.load_element(b, k.ptr(out.operand(operand)), linear_offset(b, parts, st), pt)
         v = to_accumulator(b, raw, pt, out_pt)
         return b.select(b.and_(f_ok, k_ok), v, zero)
 
@@ -201,8 +296,7 @@ def emit_dot(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                 out_parts = {**{plan.ob[q]: v for q, v in bi.items()},
                              **{plan.om[q]: v for q, v in split(m_c, plan.msizes).items()},
                              **{plan.on[q]: v for q, v in split(n_c, plan.nsizes).items()}}
-                lu.store_element(b, res, k.ptr(inst), linear_offset(b, out_parts, plan.os),
-                                 out_pt)
+                out.store(k, out_parts, res)
     k.finish()
     return [k.thunk()]
 

@@ -48,8 +48,14 @@ def mma_applicable(inst: HloInstruction, plan: DotPlan, sm: int) -> bool:
             and plan.M >= 16 and plan.N >= 8 and plan.K >= 16 and plan.B <= 65535)
 
 
+MMA_SHAPES = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8"}
+"""The mma shape of each operand type (the fragment words and slots are the same: 4 A words,
+2 B words, 4 f32 accumulators; emit_mma_pipe uses tf32)."""
+
+
 def mma_function(module: ir.Module, kind: str) -> ir.Function:
-    """`void xlc_mma_<kind>(ptr frag)`: D = A * B + C on the words at `frag` (see above)."""
+    """`void xlc_mma_<kind>(ptr frag)`: D = A * B + C on the words at `frag` (see above). For
+    tf32 the A and B words are f32 values, rounded to TF32 (`cvt.rna`) first."""
     name = f"xlc_mma_{kind}"
     fn = module.globals.get(name)
     if fn is not None:
@@ -60,11 +66,15 @@ def mma_function(module: ir.Module, kind: str) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     frag = fn.args[0]
     words = [b.load(b.gep(frag, [i32(q)], source_etype=lu.I32), typ=lu.I32) for q in range(6)]
+    if kind == "tf32":
+        cvt = ir.InlineAsm(ir.FunctionType(lu.I32, [lu.F32]), "cvt.rna.tf32.f32 $0, $1;",
+                           "=r,f", side_effect=False)
+        words = [b.call(cvt, [b.bitcast(w, lu.F32)]) for w in words]
     cs = [b.load(b.gep(frag, [i32(6 + q)], source_etype=lu.F32), typ=lu.F32) for q in range(4)]
     res_ty = ir.LiteralStructType([lu.F32] * 4)
     asm = ir.InlineAsm(
         ir.FunctionType(res_ty, [lu.I32] * 6 + [lu.F32] * 4),
-        f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
+        f"mma.sync.aligned.{MMA_SHAPES[kind]}.row.col.f32.{kind}.{kind}.f32 "
         "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
         "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=False)
     res = b.call(asm, words + cs)
@@ -80,7 +90,8 @@ def emit_dot_mma(em: GpuEmitter, inst: HloInstruction, plan: DotPlan) -> list[Th
     pt = element_type(lhs.shape, lhs.name)
     out_pt = element_type(inst.shape, inst.name)
     kind = MMA_TYPES[pt]
-    k = em.kernel(inst, [(inst, ())], operand_buffers(inst), max_threads=THREADS)
+    buf = plan.out.buffer
+    k = em.kernel(buf, [(buf, ())], operand_buffers(buf), max_threads=THREADS)
     b = k.b
     mma = mma_function(b.module, kind)
     a_sh = nvptx.shared_array(b.module, "mma_a", lu.I16, BM * BK)   # [m][k]
@@ -150,7 +161,8 @@ def emit_dot_mma(em: GpuEmitter, inst: HloInstruction, plan: DotPlan) -> list[Th
                     word = b.load(b.gep(frag, [i32(0), i32(6 + q)]))
                     b.store(b.bitcast(word, lu.F32), slot)
         nvptx.barrier(b)
-    _write_out(k, inst, plan, bi, out_pt, accs, m0, n0, wm, wn, g, tq)
+    write_accumulators(k, inst, plan, bi, out_pt, accs, m0, n0, b.mul(wm, i64(32)),
+                       b.mul(wn, i64(32)), lane)
     k.finish()
     return [k.thunk()]
 
@@ -178,22 +190,29 @@ class _Stager:
         parts = {**{batch[j]: v for j, v in self.bi.items()},
                  **{free[j]: v for j, v in split(f_c, f_sizes).items()},
                  **{contracting[j]: v for j, v in split(k_c, plan.ksizes).items()}}
-        v = lu.load_element(b, self.k.ptr(operand), linear_offset(b, parts, st), self.pt)
+        v = lu.load_element(b, self.k.ptr(plan.out.operand(operand)),
+                            linear_offset(b, parts, st), self.pt)
         bits = v if self.pt is PrimitiveType.BF16 else b.bitcast(v, lu.I16)
         return b.select(b.and_(f_ok, k_ok), bits, ir.Constant(lu.I16, 0))
 
 
-def _write_out(k: GpuKernel, inst: HloInstruction, plan: DotPlan, bi: dict[int, ir.Value],
-               out_pt: PrimitiveType, accs: list[list[list[ir.Value]]], m0: ir.Value,
-               n0: ir.Value, wm: ir.Value, wn: ir.Value, g: ir.Value, tq: ir.Value) -> None:
+def write_accumulators(k: GpuKernel, inst: HloInstruction, plan: DotPlan,
+                       bi: dict[int, ir.Value], out_pt: PrimitiveType,
+                       accs: list[list[list[ir.Value]]], m0: ir.Value, n0: ir.Value,
+                       warp_m0: ir.Value, warp_n0: ir.Value, lane: ir.Value) -> None:
+    """Store a warp's mma accumulators: tile (mi, ni) of the warp covers rows
+    m0 + warp_m0 + 16 mi .. + 16 and columns n0 + warp_n0 + 8 ni .. + 8; slot q of a lane
+    holds D[g + 8 (q // 2)][2 t + (q & 1)] (g = lane / 4, t = lane % 4). Outside the result
+    nothing is written; values are rounded once to the result type."""
     b = k.b
-    for mi in range(MI):
-        for ni in range(NI):
+    g, tq = b.lshr(lane, i64(2)), b.and_(lane, i64(3))
+    rows0 = b.add(m0, b.add(warp_m0, g))
+    cols0 = b.add(n0, b.add(warp_n0, b.mul(tq, i64(2))))
+    for mi, row_accs in enumerate(accs):
+        for ni, cell in enumerate(row_accs):
             for q in range(4):
-                row = b.add(m0, b.add(b.add(b.mul(wm, i64(32)), i64(16 * mi + 8 * (q // 2))),
-                                      g))
-                col = b.add(n0, b.add(b.add(b.mul(wn, i64(32)), i64(8 * ni + (q & 1))),
-                                      b.mul(tq, i64(2))))
+                row = b.add(rows0, i64(16 * mi + 8 * (q // 2)))
+                col = b.add(cols0, i64(8 * ni + (q & 1)))
                 ok = b.and_(b.icmp_unsigned("<", row, i64(plan.M)),
                             b.icmp_unsigned("<", col, i64(plan.N)))
                 with b.if_then(ok):
@@ -204,7 +223,7 @@ def _write_out(k: GpuKernel, inst: HloInstruction, plan: DotPlan, bi: dict[int, 
                     parts = {**{plan.ob[j]: v for j, v in bi.items()},
                              **{plan.om[j]: v for j, v in mi_idx.items()},
                              **{plan.on[j]: v for j, v in ni_idx.items()}}
-                    v = b.load(accs[mi][ni][q])
+                    v = b.load(cell[q])
                     if out_pt is not PrimitiveType.F32:
                         v = convert_value(b, v, PrimitiveType.F32, out_pt)
-                    lu.store_element(b, v, k.ptr(inst), linear_offset(b, parts, plan.os), out_pt)
+                    plan.out.store(k, parts, v)

@@ -6,8 +6,10 @@ root of reduces sharing one iteration space plus elementwise outputs over that s
   (`shfl.sync.bfly`) and one shared-memory round across warps; thread 0 writes the result.
   Partials carry a `valid` flag instead of starting from the init value, so the reducer sees
   the init value exactly once (correct for non-identity inits too).
-* **column** (the minor dimension is kept): one thread per output element folding its column
-  serially; neighbouring threads read neighbouring addresses, so loads coalesce.
+* **column** (the minor dimension is kept): a block of 32 x 8 threads per 32 consecutive
+  outputs, 8 threads folding every 8th element of each column (neighbouring threads read
+  neighbouring addresses, so loads coalesce), the 8 partials combined in order through shared
+  memory (was one thread per output: 1024 threads for a [n, 1024] bias gradient).
 """
 from __future__ import annotations
 
@@ -24,9 +26,7 @@ from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
     GpuKernel,
     element_type,
-    grid_stride,
     i64,
-    loop_launch,
     strided,
     unflatten,
 )
@@ -248,44 +248,87 @@ def warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
     return accs, valid
 
 
+COL_TILE = 32
+"""Outputs per block of a column reduction (consecutive kept elements: coalesced loads)."""
+COL_LANES = 8
+"""Threads folding each output's column (every COL_LANES-th reduced element each)."""
+
+
 def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
             heroes: list[Hero], loops: list[tuple[HloInstruction, ShapeIndex]],
             kept: list[int], red_order: list[int]) -> None:
+    """Blocks of COL_TILE x COL_LANES threads: thread (x, y) folds elements y, y + 8, ... of
+    column x of the block's tile of 32 outputs (a warp reads 32 neighbouring addresses); the
+    8 partials of a column meet in shared memory and thread (x, 0) combines them in order with
+    the init value and writes. Partials carry a `valid` flag, as in row reductions."""
     b = k.b
     in_shape = heroes[0][0].operands[0].shape
     kept_sizes = [in_shape.dims[d] for d in kept]
-    n_out = prod(kept_sizes)
-    grid, block = loop_launch(n_out)
-    k.launch(grid, block)
-    with grid_stride(b, n_out) as o:
-        kidx = unflatten(b, o, kept, kept_sizes)
-        gen.clear_cache()
-        accs = [[gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
-                for red, _ in heroes]
-        with b.goto_entry_block():
-            slots = [[b.alloca(v.type) for v in vals] for vals in accs]
-        for ss, vals in zip(slots, accs):
-            for s, v in zip(ss, vals):
-                b.store(v, s)
-        with lu.for_nest(b, [in_shape.dims[d] for d in red_order], name="c") as ivs:
-            ridx = dict(zip(red_order, ivs))
+    red_sizes = [in_shape.dims[d] for d in red_order]
+    n_out, n_red = prod(kept_sizes), prod(red_sizes)
+    tiles = -(-n_out // COL_TILE)
+    types = [[lu.value_type(element_type(red.operands[_n(red) + j].shape, red.name))
+              for j in range(_n(red))] for red, _ in heroes]
+    cells = COL_TILE * COL_LANES
+    shared_bytes = cells * (1 + sum(max(1, element_type(red.operands[_n(red) + j].shape,
+                                                        red.name).byte_size)
+                                    for red, _ in heroes for j in range(_n(red))))
+    k.launch((max(1, min(tiles, MAX_BLOCKS)), 1, 1), (COL_TILE, COL_LANES, 1), shared_bytes)
+    shared = [[nvptx.shared_array(b.module, f"col{h}_{j}", t, cells) for j, t in enumerate(ts)]
+              for h, ts in enumerate(types)]
+    shared_valid = nvptx.shared_array(b.module, "col_valid", lu.I8, cells)
+    tx = b.zext(nvptx.thread_idx(b, "x"), lu.I64)
+    ty = b.zext(nvptx.thread_idx(b, "y"), lu.I64)
+    cell = b.add(b.mul(ty, i64(COL_TILE)), tx)
+    blk, nblk = (b.zext(f(b), lu.I64) for f in (nvptx.block_idx, nvptx.grid_dim))
+    with b.goto_entry_block():
+        slots = [[b.alloca(t) for t in ts] for ts in types]
+        valid_slot = b.alloca(lu.I1)
+    with strided(b, i64(tiles), blk, nblk, name="tile") as tile:
+        o = b.add(b.mul(tile, i64(COL_TILE)), tx)
+        ok = b.icmp_unsigned("<", o, i64(n_out))
+        kidx = unflatten(b, b.select(ok, o, i64(0)), kept, kept_sizes)
+        b.store(ir.Constant(lu.I1, 0), valid_slot)
+        with strided(b, b.select(ok, i64(n_red), i64(0)), ty, i64(COL_LANES), name="c") as r:
+            ridx = unflatten(b, r, red_order, red_sizes)
             full = [kidx[d] if d in kidx else ridx[d] for d in range(in_shape.rank)]
             gen.clear_cache()
+            valid = b.load(valid_slot)
             for (red, _), ss in zip(heroes, slots):
                 xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
                 new = combine_partials(em, b, red, [b.load(s) for s in ss], xs)
-                for s, v in zip(ss, new):
-                    b.store(v, s)
+                for s, x, v in zip(ss, xs, new):
+                    b.store(b.select(valid, v, x), s)
+            b.store(ir.Constant(lu.I1, 1), valid_slot)
             # every output's element first, then the stores: an elementwise output may take
             # the buffer of an operand another output reads at this index (`alias_rules`)
             values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
             for v, sidx in values:
                 k.write(out, full, v, sidx)
         gen.clear_cache()
-        oidx = [kidx[d] for d in sorted(kept)]
-        for (_red, sidxs), ss in zip(heroes, slots):
-            for sidx, s in zip(sidxs, ss):
-                k.write(out, oidx, b.load(s), sidx)
+        for ss, arrs in zip(slots, shared):
+            for s, gv in zip(ss, arrs):
+                b.store(b.load(s), _shared_ptr(b, gv, cell))
+        b.store(b.zext(b.load(valid_slot), lu.I8), _shared_ptr(b, shared_valid, cell))
+        nvptx.barrier(b)
+        with b.if_then(b.and_(ok, b.icmp_unsigned("==", ty, i64(0)))):
+            accs = [[gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
+                    for red, _ in heroes]
+            for lane in range(COL_LANES):
+                at = b.add(tx, i64(COL_TILE * lane))
+                has = b.trunc(b.load(_shared_ptr(b, shared_valid, at)), lu.I1)
+                new_accs = []
+                for (red, _), vals, arrs, ts in zip(heroes, accs, shared, types):
+                    part = [b.load(_shared_ptr(b, gv, at), typ=t) for gv, t in zip(arrs, ts)]
+                    comb = combine_partials(em, b, red, vals, part)
+                    new_accs.append([b.select(has, c, v) for c, v in zip(comb, vals)])
+                accs = new_accs
+            oidx = [kidx[d] for d in sorted(kept)]
+            for (_red, sidxs), vals in zip(heroes, accs):
+                for sidx, v in zip(sidxs, vals):
+                    k.write(out, oidx, v, sidx)
+        gen.clear_cache()
+        nvptx.barrier(b)
 
 
 def _heroes(inst: HloInstruction) -> tuple[list[Hero], list[tuple[HloInstruction, ShapeIndex]]]:

@@ -28,6 +28,7 @@ from xlc.codegen.ir_array import LeafEmitter, constant_bytes
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.precision import Level
 from xlc.hlo.shape import ShapeIndex
 from xlc.passes.buffer_assignment import BufferAssignment, Slice
 
@@ -65,17 +66,20 @@ class GpuEmitter:
 
     def __init__(self, module: HloModule, assignment: BufferAssignment,
                  emitters: Mapping[Opcode, EmitFn], unsupported: Mapping[Opcode, str],
-                 sm: int = 80, prefix: str = "xlc", host_fallback: bool = False):
+                 sm: int = 80, prefix: str = "xlc", host_fallback: bool = False,
+                 matmul_precision: Level = "default"):
         """`emitters`: Opcode -> emitter function and `unsupported`: Opcode -> why it has none
         (`registry.EMITTERS` and `registry.UNSUPPORTED` for the GPU backend); `sm` is the
         target architecture, `prefix` starts the LLVM module's name. With `host_fallback`,
         an instruction the GPU cannot compile runs on the host (`host_fallback.py`) and is
-        listed in `fallbacks` with the reason."""
+        listed in `fallbacks` with the reason. `matmul_precision` is the least precision of
+        every dot (CompileOptions.default_matmul_precision)."""
         self.hlo = module
         self.emitters = emitters
         self.unsupported = unsupported
         self.ba = assignment
         self.sm = sm
+        self.matmul_precision: Level = matmul_precision
         self.prefix = prefix
         self.llmod = nvptx.new_kernel_module(f"{prefix}_{module.name}", sm)
         self.kernel_names: list[str] = []

@@ -21,7 +21,7 @@ from xlc.backend_gpu.emit_control import (
 )
 from xlc.backend_gpu.emit_conv import emit_convolution
 from xlc.backend_gpu.emit_custom_call import emit_custom_call
-from xlc.backend_gpu.emit_gemm import emit_dot
+from xlc.backend_gpu.emit_gemm import emit_dot, emit_output_fusion
 from xlc.backend_gpu.emit_loop import emit_copy, emit_dus, emit_elementwise, emit_loop_fusion
 from xlc.backend_gpu.emit_misc import (
     emit_all_reduce,
@@ -68,6 +68,9 @@ def emit_kloop_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
 FUSION_EMITTERS: dict[str, EmitFn] = {
     "kLoop": emit_kloop_fusion,
     "kInput": emit_input_fusion,
+    # a dot with its elementwise / transposing epilogue (gemm_epilogue.py): the GEMM kernel
+    # stores every result through the epilogue
+    "kOutput": emit_output_fusion,
 }
 """Fusion kind -> emitter."""
 

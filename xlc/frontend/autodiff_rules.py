@@ -26,6 +26,7 @@ from xlc.frontend import lax_autodiff_ops as _ops
 from xlc.frontend.tracer import Tracer
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.precision import dot_precision
 
 __all__ = ["RULES", "Rule", "TUPLE_RULES", "TupleRule"]
 
@@ -221,8 +222,10 @@ def _dot(inst: HloInstruction, out: Tracer, ops: list[Tracer], ct: Tracer) -> Se
         [rs[j] for j in range(b.ndim) if j not in rb + rc]
     L, R, O = "".join(ls), "".join(rs), "".join(out_s)
     xnp = _np()
-    da = xnp.astype(einsum(f"{O},{R}->{L}", ct, b), a.dtype)
-    db = xnp.astype(einsum(f"{L},{O}->{R}", a, ct), b.dtype)
+    # the cotangent dots keep the primal's precision, as JAX's transpose rule does
+    prec = dot_precision(inst)
+    da = xnp.astype(einsum(f"{O},{R}->{L}", ct, b, precision=prec), a.dtype)
+    db = xnp.astype(einsum(f"{L},{O}->{R}", a, ct, precision=prec), b.dtype)
     return da, db
 
 

@@ -25,6 +25,7 @@ from xlc.frontend.staging import monoid_computation, trace_scalar_computation
 from xlc.frontend.tracer import Tracer, as_tracer, emit, infer, trace_error, type_of
 from xlc.hlo.attrs import ConvDimLabels, PaddingConfig, SliceDim, Window, WindowDim
 from xlc.hlo.opcodes import Opcode
+from xlc.hlo.precision import precision_extra as _precision_extra
 from xlc.hlo.shape import PrimitiveType, Shape
 
 
@@ -224,10 +225,12 @@ def rev(operand: Any, dimensions: Sequence[int]) -> Tracer:
 def dot_general(lhs: Any, rhs: Any,
                 dimension_numbers: tuple[tuple[Sequence[int], Sequence[int]],
                                          tuple[Sequence[int], Sequence[int]]],
-                preferred_element_type: Any = None) -> Tracer:
+                precision: Any = None, preferred_element_type: Any = None) -> Tracer:
     """HLO `dot`: dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch,
     rhs_batch)). Result dims: batch, lhs free, rhs free. Operands are promoted to a common
-    type first."""
+    type first. `precision` (None, a `Precision`, its name, or one per operand) becomes the
+    dot's `operand_precision`: on the GPU f32 dots run in TF32 unless it is HIGHEST
+    (`precision.py`)."""
     from xlc.frontend.numpy_api import promote
 
     a, b = promote(lhs, rhs)
@@ -239,7 +242,8 @@ def dot_general(lhs: Any, rhs: Any,
     if lb:
         attrs["lhs_batch_dims"] = lb
         attrs["rhs_batch_dims"] = rb
-    return emit(Opcode.DOT, out, [a, b], attrs, op_name="dot_general")
+    return emit(Opcode.DOT, out, [a, b], attrs, op_name="dot_general",
+                extra=_precision_extra(precision, "dot_general"))
 
 
 def _conv_labels(lhs_spec: str, rhs_spec: str, out_spec: str) -> ConvDimLabels:
@@ -480,10 +484,12 @@ def bitcast_convert_type(operand: Any, new_dtype: Any) -> Tracer:
     return emit(Opcode.BITCAST_CONVERT, out, [x], op_name="bitcast_convert_type")
 
 
-def dot(lhs: Any, rhs: Any, preferred_element_type: Any = None) -> Tracer:
+def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any = None
+        ) -> Tracer:
     """Vector/matrix dot: contracts the last dim of lhs with the first of rhs."""
     a, b = as_tracer(lhs), as_tracer(rhs)
-    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), preferred_element_type)
+    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), precision,
+                       preferred_element_type)
 
 
 # ---- gather / scatter ------------------------------------------------------------------------

@@ -34,8 +34,10 @@ __all__ = [
 
 
 class Precision(enum.Enum):
-    """JAX's matmul / convolution precision names; xlc computes in the operand type whatever
-    is asked (the `precision` arguments that take it are ignored)."""
+    """JAX's matmul / convolution precision names. A dot's precision becomes its
+    `operand_precision` (xlc.hlo.precision): on the GPU f32 dots run on TF32 tensor cores at
+    DEFAULT and HIGH, in full FP32 at HIGHEST; the CPU computes them in FP32 at every level.
+    Convolutions accept it and compute in the operand type."""
 
     DEFAULT = 0
     HIGH = 1
@@ -467,7 +469,7 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Tracer:
         raise trace_error(f"batch_matmul: needs arrays of equal rank >= 2, got {a.aval_text} "
                           f"and {b.aval_text}")
     batch = tuple(range(a.ndim - 2))
-    return _lax.dot_general(a, b, (((a.ndim - 1,), (b.ndim - 2,)), (batch, batch)))
+    return _lax.dot_general(a, b, (((a.ndim - 1,), (b.ndim - 2,)), (batch, batch)), precision)
 
 
 @eager_ok
@@ -483,7 +485,8 @@ def ragged_dot(lhs: Any, rhs: Any, group_sizes: Any, precision: Any = None,
     if a.ndim != 2 or b.ndim != 3 or sizes.shape != (b.shape[0],) or a.shape[1] != b.shape[1]:
         raise trace_error(f"ragged_dot: needs lhs [m, k], rhs [g, k, n] and group_sizes [g], "
                           f"got {a.aval_text}, {b.aval_text} and {sizes.aval_text}")
-    prods = _lax.dot_general(a, b, (((1,), (1,)), ((), ())), preferred_element_type)
+    prods = _lax.dot_general(a, b, (((1,), (1,)), ((), ())), precision,
+                             preferred_element_type=preferred_element_type)
     ends = _lax.cumsum(sizes)
     rows = _lax.broadcasted_iota(sizes.ptype, (a.shape[0], b.shape[0]), 0)
     ends_b = _lax.broadcast_in_dim(ends, rows.shape, (1,))

@@ -20,9 +20,9 @@ def _check_contract(op: str, a: Tracer, b: Tracer, da: int, db: int) -> None:
 
 
 @eager_ok
-def matmul(a: Any, b: Any) -> Tracer:
+def matmul(a: Any, b: Any, precision: Any = None) -> Tracer:
     """numpy.matmul / `@`: 1-D operands are promoted to matrices and the extra dim removed;
-    leading (batch) dims broadcast."""
+    leading (batch) dims broadcast. `precision` as in `lax.dot_general`."""
     from xlc.frontend.numpy_api import broadcast_shapes, promote
     from xlc.frontend.numpy_shape import broadcast_to, reshape
 
@@ -32,17 +32,18 @@ def matmul(a: Any, b: Any) -> Tracer:
                           f"{y.aval_text}")
     if x.ndim == 1 and y.ndim == 1:
         _check_contract("matmul", x, y, 0, 0)
-        return _lax.dot_general(x, y, (((0,), (0,)), ((), ())))
+        return _lax.dot_general(x, y, (((0,), (0,)), ((), ())), precision)
     if x.ndim == 1:
-        return reshape(matmul(reshape(x, (1, -1)), y), y.shape[:-2] + (y.shape[-1],))
+        return reshape(matmul(reshape(x, (1, -1)), y, precision),
+                       y.shape[:-2] + (y.shape[-1],))
     if y.ndim == 1:
         _check_contract("matmul", x, y, x.ndim - 1, 0)
-        return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())))
+        return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())), precision)
     _check_contract("matmul", x, y, x.ndim - 1, y.ndim - 2)
     if y.ndim == 2:
         # [..., m, k] @ [k, n]: one dot contracting k, no batch dims, as JAX emits it - the
         # matrix is not broadcast (copied) over the leading dims
-        return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())))
+        return _lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())), precision)
     try:
         batch = broadcast_shapes(x.shape[:-2], y.shape[:-2], op="matmul")
     except Exception:
@@ -52,11 +53,11 @@ def matmul(a: Any, b: Any) -> Tracer:
     y = broadcast_to(y, batch + y.shape[-2:])
     nb = len(batch)
     bd = tuple(range(nb))
-    return _lax.dot_general(x, y, (((nb + 1,), (nb,)), (bd, bd)))
+    return _lax.dot_general(x, y, (((nb + 1,), (nb,)), (bd, bd)), precision)
 
 
 @eager_ok
-def dot(a: Any, b: Any) -> Tracer:
+def dot(a: Any, b: Any, precision: Any = None) -> Tracer:
     """numpy.dot: inner product of 1-D arrays, matrix product of 2-D, and for N-D a sum over
     the last axis of `a` and the second-to-last of `b`."""
     from xlc.frontend.numpy_api import multiply, promote
@@ -66,19 +67,19 @@ def dot(a: Any, b: Any) -> Tracer:
         return multiply(x, y)
     db = 0 if y.ndim == 1 else y.ndim - 2
     _check_contract("dot", x, y, x.ndim - 1, db)
-    return _lax.dot_general(x, y, (((x.ndim - 1,), (db,)), ((), ())))
+    return _lax.dot_general(x, y, (((x.ndim - 1,), (db,)), ((), ())), precision)
 
 
 @eager_ok
-def vdot(a: Any, b: Any) -> Tracer:
+def vdot(a: Any, b: Any, precision: Any = None) -> Tracer:
     """Dot product of the flattened inputs."""
     from xlc.frontend.numpy_shape import ravel
 
-    return dot(ravel(a), ravel(b))
+    return dot(ravel(a), ravel(b), precision)
 
 
 @eager_ok
-def inner(a: Any, b: Any) -> Tracer:
+def inner(a: Any, b: Any, precision: Any = None) -> Tracer:
     """Sum product over the last axes."""
     from xlc.frontend.numpy_api import multiply, promote
 
@@ -86,7 +87,7 @@ def inner(a: Any, b: Any) -> Tracer:
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
     _check_contract("inner", x, y, x.ndim - 1, y.ndim - 1)
-    return _lax.dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
+    return _lax.dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())), precision)
 
 
 @eager_ok
@@ -99,7 +100,8 @@ def outer(a: Any, b: Any) -> Tracer:
 
 
 @eager_ok
-def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Tracer:
+def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2,
+              precision: Any = None) -> Tracer:
     """Sum products over the given axes (an int n = last n of a with first n of b)."""
     from xlc.frontend.numpy_api import promote
 
@@ -112,7 +114,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Sequence[int]] = 2) -> Tracer
         ax_b = tuple(int(i) % y.ndim for i in axes[1])
     for i, j in zip(ax_a, ax_b):
         _check_contract("tensordot", x, y, i, j)
-    return _lax.dot_general(x, y, ((ax_a, ax_b), ((), ())))
+    return _lax.dot_general(x, y, ((ax_a, ax_b), ((), ())), precision)
 
 
 def _parse_einsum(spec: str, n_ops: int) -> tuple[list[str], str]:
@@ -146,9 +148,10 @@ def _sum_out(x: Tracer, term: str, keep: set[str]) -> tuple[Tracer, str]:
 
 
 @eager_ok
-def einsum(subscripts: str, *operands: Any) -> Tracer:
+def einsum(subscripts: str, *operands: Any, precision: Any = None) -> Tracer:
     """Einstein summation for one or two operands (`ij,jk->ik`, `bij,bjk->bik`, `ij->ji`,
-    `i,i->`, `bhqd,bhkd->bhqk`, ...), lowered to one dot_general plus transposes."""
+    `i,i->`, `bhqd,bhkd->bhqk`, ...), lowered to one dot_general plus transposes (with
+    `precision`, as in `lax.dot_general`)."""
     from xlc.frontend.numpy_api import promote
     from xlc.frontend.numpy_shape import transpose
 
@@ -175,7 +178,7 @@ def einsum(subscripts: str, *operands: Any) -> Tracer:
                               f"({ta}) vs {b.aval_text} ({tb})")
     dn = ((tuple(ta.index(c) for c in contract), tuple(tb.index(c) for c in contract)),
           (tuple(ta.index(c) for c in batch), tuple(tb.index(c) for c in batch)))
-    r = _lax.dot_general(a, b, dn)
+    r = _lax.dot_general(a, b, dn, precision)
     got = batch + [c for c in ta if c not in batch and c not in contract] + \
         [c for c in tb if c not in batch and c not in contract]
     missing = [c for c in out if c not in got]

@@ -24,7 +24,8 @@ from math import prod
 from xlc.hlo.gemm_call import GEMM_TARGET, gemm_call_dot
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import Shape
+from xlc.hlo.precision import dot_precision
+from xlc.hlo.shape import PrimitiveType, Shape
 
 TRANSCENDENTAL = frozenset({
     Opcode.EXP, Opcode.EXPM1, Opcode.LOG, Opcode.LOG1P, Opcode.TANH, Opcode.SIN, Opcode.COS,
@@ -46,12 +47,18 @@ class Cost:
     flops: int = 0
     transcendentals: int = 0
     bytes_accessed: int = 0
+    tensor16_flops: int = 0
+    """The part of `flops` in dots of f16 / bf16 operands (tensor cores at 16 bits)."""
+    tf32_flops: int = 0
+    """The part of `flops` in f32 dots below `highest` precision (TF32 tensor cores)."""
 
     def add(self, other: Cost) -> None:
         """Accumulate `other`'s counts into this one."""
         self.flops += other.flops
         self.transcendentals += other.transcendentals
         self.bytes_accessed += other.bytes_accessed
+        self.tensor16_flops += other.tensor16_flops
+        self.tf32_flops += other.tf32_flops
 
 
 def _elements(shape: Shape) -> int:
@@ -71,6 +78,17 @@ def _dot_flops(out: Shape, lhs: Shape, contracting: object) -> int:
     return 2 * out.num_elements * prod(lhs.dims[d] for d in dims)
 
 
+def _dot_cost(cost: Cost, dot: HloInstruction) -> None:
+    """A dot's flops, and which tensor-core class they fall in (as the GPU runs them)."""
+    lhs, rhs = dot.operands
+    cost.flops = _dot_flops(dot.shape, lhs.shape, dot.attrs.get("lhs_contracting_dims"))
+    lt, rt = lhs.shape.element_type, rhs.shape.element_type
+    if lt is rt and lt in (PrimitiveType.F16, PrimitiveType.BF16):
+        cost.tensor16_flops = cost.flops
+    elif lt is rt is PrimitiveType.F32 and dot_precision(dot) != "highest":
+        cost.tf32_flops = cost.flops
+
+
 def _computation_flops(comp: HloComputation) -> Cost:
     total = Cost(comp.name, "computation")
     for inst in comp.instructions:
@@ -87,12 +105,9 @@ def _compute(inst: HloInstruction) -> Cost:
     elif op.is_elementwise and op.category in _ARITHMETIC:
         cost.flops = _elements(inst.shape)
     elif op is Opcode.DOT:
-        cost.flops = _dot_flops(inst.shape, inst.operands[0].shape,
-                                inst.attrs.get("lhs_contracting_dims"))
+        _dot_cost(cost, inst)
     elif op is Opcode.CUSTOM_CALL and inst.attrs.get("custom_call_target") == GEMM_TARGET:
-        dot = gemm_call_dot(inst)
-        cost.flops = _dot_flops(dot.shape, dot.operands[0].shape,
-                                dot.attrs.get("lhs_contracting_dims"))
+        _dot_cost(cost, gemm_call_dot(inst))
     elif op is Opcode.CONVOLUTION:
         kernel = inst.operands[1].shape
         labels = inst.attrs.get("dim_labels")
@@ -108,6 +123,7 @@ def _compute(inst: HloInstruction) -> Cost:
     elif op is Opcode.FUSION:
         fused = _computation_flops(inst.called[0])
         cost.flops, cost.transcendentals = fused.flops, fused.transcendentals
+        cost.tensor16_flops, cost.tf32_flops = fused.tensor16_flops, fused.tf32_flops
     return cost
 
 
@@ -160,12 +176,23 @@ class Device:
     name: str
     bandwidth: float
     peak_flops: float
+    tensor16_flops: float = 0.0
+    """Peak of dots of f16/bf16 operands (0: as `peak_flops`)."""
+    tf32_flops: float = 0.0
+    """Peak of f32 dots in TF32 (0: as `peak_flops`)."""
 
     def seconds(self, cost: Cost) -> float:
-        """The roofline time of `cost`: the larger of its memory and arithmetic time."""
-        return max(cost.bytes_accessed / self.bandwidth, cost.flops / self.peak_flops)
+        """The roofline time of `cost`: the larger of its memory and arithmetic time (each
+        class of flops at its own peak)."""
+        scalar = cost.flops - cost.tensor16_flops - cost.tf32_flops
+        compute = scalar / self.peak_flops \
+            + cost.tensor16_flops / (self.tensor16_flops or self.peak_flops) \
+            + cost.tf32_flops / (self.tf32_flops or self.peak_flops)
+        return max(cost.bytes_accessed / self.bandwidth, compute)
 
 
-H100 = Device("H100 (measured copy bandwidth, FP32 peak)", 2.93e12, 67e12)
+H100 = Device("H100 (measured copy bandwidth, FP32 / tensor-core peaks)", 2.93e12, 67e12,
+              tensor16_flops=989e12, tf32_flops=495e12)
 """Calibrated with ../shared/reference/gpu-h100.md: a device copy moves 2.90-2.97 TB/s
-(read + write); 67 TFLOP/s is the SXM part's FP32 (non-tensor-core) peak."""
+(read + write); 67 TFLOP/s is the SXM part's FP32 (non-tensor-core) peak, 989 / 495 TFLOP/s
+its dense f16/bf16 and TF32 tensor-core peaks (cuBLAS reached 708 at bf16 4096^3 there)."""

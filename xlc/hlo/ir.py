@@ -172,11 +172,13 @@ class HloInstruction:
         return inst
 
     def identical(self, other: HloInstruction) -> bool:
-        """Same opcode, shape, operands, attributes and called computations (for CSE)."""
+        """Same opcode, shape, operands, attributes, requested precision (a dot at HIGHEST is
+        not a dot at DEFAULT) and called computations (for CSE)."""
         return (self.opcode is other.opcode and self.shape == other.shape
                 and len(self.operands) == len(other.operands)
                 and all(a is b for a, b in zip(self.operands, other.operands))
                 and self.attrs == other.attrs
+                and self.get_extra("operand_precision") == other.get_extra("operand_precision")
                 and all(a is b for a, b in zip(self.called, other.called))
                 and len(self.called) == len(other.called))
 

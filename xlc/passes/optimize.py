@@ -37,6 +37,7 @@ from xlc.passes.cse import CommonSubexpressionElimination
 from xlc.passes.dce import DeadCodeElimination
 from xlc.passes.forwarding_layouts import ForwardingLayouts
 from xlc.passes.fusion import InstructionFusion
+from xlc.passes.gemm_epilogue import GemmEpilogueFusion
 from xlc.passes.heap_simulator import DEFAULT_ALIGNMENT
 from xlc.passes.memory_budget import BudgetPass, BudgetReport, fit_to_budget
 from xlc.passes.multi_output_fusion import MultiOutputFusion
@@ -55,7 +56,8 @@ MEMORY_STATS_KEYS = ("parameter_bytes", "output_bytes", "temp_bytes", "constant_
 
 
 def standard_passes(options: CompileOptions, row_fusion: bool = False,
-                    fuse_gather: bool = False) -> list[HloPass | FixedPoint]:
+                    fuse_gather: bool = False, gemm_epilogues: bool = False
+                    ) -> list[HloPass | FixedPoint]:
     """The backend-independent pass list, in order, each entry with the reason it sits there.
 
     The flags turn on fusions that need emitter support (see `InstructionFusion`): a backend
@@ -85,6 +87,10 @@ def standard_passes(options: CompileOptions, row_fusion: bool = False,
         if row_fusion:
             # Row-wise softmax & co. as one kLoop fusion with its reductions inside.
             passes.append(RowFusion())
+        if gemm_epilogues:
+            # A dot and the elementwise / transposing loop fusion reading it as one kOutput
+            # fusion (the GEMM stores the final values); after the loop fusions are final.
+            passes.append(GemmEpilogueFusion())
         # Fusion can leave duplicates (cloned cheap producers) and dead instructions.
         passes += [FixedPoint([CommonSubexpressionElimination(), DeadCodeElimination()],
                               name="fusion-cleanup")]
