@@ -139,13 +139,15 @@ def test_short_rows_get_a_warp_each() -> None:
     assert k.grid == (8, 1, 1) and k.block == (256, 1, 1)
 
 
-def test_column_reduction_is_one_thread_per_output() -> None:
+def test_column_reduction_is_tiled_over_shared_memory() -> None:
+    """32 outputs per block, 8 threads per column, partials through shared memory (was one
+    thread per output: 8 blocks of 128 threads here)."""
     exe = compile_text(ROW_REDUCE.replace("{t}", "f32").replace("dimensions={1}",
                                                                 "dimensions={0}")
                        .replace("f32[64] reduce", "f32[1000] reduce"))
     (k,) = _kernels(exe)
-    assert k.grid == (8, 1, 1) and k.block == (128, 1, 1)
-    assert "shfl" not in exe.ptx
+    assert k.grid == (32, 1, 1) and k.block == (32, 8, 1)
+    assert "shfl" not in exe.ptx and "bar.sync" in exe.ptx and ".shared" in exe.ptx
 
 
 @pytest.mark.parametrize("t,acc", [("f32", "fma.rn.f32"), ("f64", "fma.rn.f64"),

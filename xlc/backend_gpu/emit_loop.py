@@ -79,7 +79,7 @@ def emit_loop(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter,
         lanes = [base if lane == 0 else b.add(base, i64(lane), flags=["nuw", "nsw"])
                  for lane in range(vec)]
         if vec > 1 and vector_params is not None:
-            _install_vector_reads(k, gen, vector_params, shape, lanes, vec)
+            install_vector_reads(k, gen, vector_params, shape, lanes, vec)
         values: list[list[ir.Value]] = [[] for _ in outs]
         idxs = []
         for lin in lanes:
@@ -104,10 +104,13 @@ def emit_loop(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter,
     k.finish()
 
 
-def _install_vector_reads(k: GpuKernel, gen: LeafEmitter, params: list[HloInstruction],
-                          shape: Shape, lanes: list[ir.Value], vec: int) -> None:
-    """Make `gen` read fusion parameters that share the output's physical index as one vector
-    load per thread (lane values extracted), others element by element."""
+def install_vector_reads(k: GpuKernel, gen: LeafEmitter, params: list[HloInstruction],
+                         shape: Shape, lanes: list[ir.Value], vec: int) -> Callable[[], None]:
+    """Make `gen` read fusion parameters that share `shape`'s physical index as one vector
+    load per thread (lane values extracted), others element by element. `lanes` are the
+    physical linear indices of the `vec` consecutive elements (the first a multiple of `vec`),
+    which the indices passed to `gen` must carry (`linear_to_multi`). Returns the function
+    that restores `gen`'s element reads (call it when leaving the loop body)."""
     lane_of = {id(v): k_ for k_, v in enumerate(lanes)}
     key = (tuple(shape.dims), _m2m(shape))
     loaded: dict[int, ir.Value] = {}
@@ -129,6 +132,10 @@ def _install_vector_reads(k: GpuKernel, gen: LeafEmitter, params: list[HloInstru
         return b.extract_element(vecval, i32(lane))
 
     gen.read_param = read
+
+    def restore() -> None:
+        gen.read_param = scalar_read
+    return restore
 
 
 def _m2m(shape: Shape) -> tuple[int, ...]:

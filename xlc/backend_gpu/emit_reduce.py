@@ -4,8 +4,10 @@ root of reduces sharing one iteration space plus elementwise outputs over that s
 * **row** (the physically minor input dimension is reduced): one block per output row (block
   stride over rows), each thread folds a strided part of the row, then warp butterfly shuffles
   (`shfl.sync.bfly`) and one shared-memory round across warps; thread 0 writes the result.
-  Partials carry a `valid` flag instead of starting from the init value, so the reducer sees
-  the init value exactly once (correct for non-identity inits too).
+  When the init is the reducer's identity (`has_identity_init`: a sum from 0, a max from -inf,
+  ...) every partial starts at it and combines unconditionally; otherwise partials carry a
+  `valid` flag (shuffled along) instead of starting from the init value, so the reducer sees
+  the init value exactly once.
 * **column** (the minor dimension is kept): a block of 32 x 8 threads per 32 consecutive
   outputs, 8 threads folding every 8th element of each column (neighbouring threads read
   neighbouring addresses, so loads coalesce), the 8 partials combined in order through shared
@@ -17,10 +19,13 @@ import logging
 from contextlib import nullcontext
 from dataclasses import dataclass
 from math import prod
+from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emit_loop import install_vector_reads
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import (
     MAX_BLOCKS,
@@ -32,11 +37,12 @@ from xlc.backend_gpu.kernel import (
 )
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import linear_to_multi
 from xlc.codegen.ir_array import LeafEmitter, fusion_generator, operand_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
-from xlc.hlo.shape import ShapeIndex, physical_order
+from xlc.hlo.shape import Shape, ShapeIndex, physical_order
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -77,6 +83,50 @@ def emit_reduction(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstr
     k.finish()
 
 
+_IDENTITY_OPS = frozenset({Opcode.ADD, Opcode.MULTIPLY, Opcode.MAXIMUM, Opcode.MINIMUM,
+                           Opcode.AND, Opcode.OR})
+
+
+def _identity_of(op: Opcode, dtype: np.dtype) -> Any:
+    if op is Opcode.ADD:
+        return 0
+    if op is Opcode.MULTIPLY:
+        return 1
+    if dtype.kind == "b":
+        return {Opcode.AND: True, Opcode.OR: False}.get(op)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return {Opcode.MAXIMUM: info.min, Opcode.MINIMUM: info.max, Opcode.AND: -1 if
+                dtype.kind == "i" else info.max, Opcode.OR: 0}.get(op)
+    return {Opcode.MAXIMUM: -np.inf, Opcode.MINIMUM: np.inf}.get(op)
+
+
+def has_identity_init(red: HloInstruction) -> bool:
+    """Whether `red` is a one-value reduce whose reducer is one add, multiply, max, min, and
+    or or of its two parameters and whose init is a constant equal to that op's identity
+    (0, 1, -inf / the type's minimum, +inf / maximum, all ones, zero). Partials may then start
+    at the init and combine without validity flags: f(init, x) == x for every x (an add's +0
+    init only turns a -0 total into +0, which the serial fold does too)."""
+    if red.opcode is not Opcode.REDUCE or _n(red) != 1:
+        return False
+    comp, init = red.called[0], red.operands[1]
+    root = comp.root
+    if root is None or root.opcode not in _IDENTITY_OPS or len(comp.parameters) != 2 \
+            or {o.uid for o in root.operands} != {p.uid for p in comp.parameters} \
+            or len(root.operands) != 2:
+        return False
+    lit = init.attrs.get("literal") if init.opcode is Opcode.CONSTANT else None
+    if lit is None or lit.elided or lit.array is None or lit.array.size != 1:
+        return False
+    value = lit.array.reshape(())
+    want = _identity_of(root.opcode, value.dtype)
+    if want is None:
+        return False
+    if value.dtype.kind == "f" or value.dtype.name == "bfloat16":
+        return bool(float(value) == want)
+    return bool(value == np.asarray(want).astype(value.dtype))
+
+
 def combine_partials(em: GpuEmitter, b: ir.IRBuilder, red: HloInstruction,
                      accs: list[ir.Value], xs: list[ir.Value]) -> list[ir.Value]:
     """`red`'s reducer applied to partial results `accs` and values `xs`."""
@@ -103,6 +153,8 @@ class _RowPlan:
     warp: ir.Value
     active: ir.Value | None = None
     """False in a warp past the last row of its block's group (warp per row): no writes."""
+    vec: int = 1
+    """Consecutive elements per thread and step (row_vector_width)."""
 
 
 def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
@@ -150,7 +202,8 @@ def _row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
         else:
             active, row = None, group
         plan = _RowPlan(kept, red_order, kept_sizes, red_sizes, kdim, threads, warps, types,
-                        slots, valid_slot, shared, row_tid, lane, warp, active)
+                        slots, valid_slot, shared, row_tid, lane, warp, active,
+                        row_vector_width(out, in_shape, kept + red_order, kdim))
         _one_row(em, k, gen, out, heroes, loops, plan, row)
 
 
@@ -163,27 +216,46 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
     kept, red_order, slots, valid_slot = p.kept, p.red_order, p.slots, p.valid_slot
     tid, lane, warp, warps, types, shared = p.tid, p.lane, p.warp, p.warps, p.types, p.shared
     kidx = unflatten(b, row, kept, p.kept_sizes) if kept else {}
+    inits = _identity_inits(gen, heroes)
+    if inits is not None:       # partials start at the identity: no validity flags
+        for ss, vals in zip(slots, inits):
+            for s, v in zip(ss, vals):
+                b.store(v, s)
     b.store(ir.Constant(lu.I1, 0), valid_slot)
-    with lu.for_range(b, i64(p.kdim), start=tid, step=p.threads, name="r") as r:
-        ridx = unflatten(b, r, red_order, p.red_sizes)
-        full = [kidx[d] if d in kidx else ridx[d] for d in range(len(kept) + len(red_order))]
+    in_shape = heroes[0][0].operands[0].shape
+    vec = p.vec
+    with lu.for_range(b, i64(p.kdim // vec), start=tid, step=p.threads, name="r") as c:
         gen.clear_cache()
-        valid = b.load(valid_slot)
-        for (red, _), ss in zip(heroes, slots):
-            xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
-            accs = [b.load(s) for s in ss]
-            new = combine_partials(em, b, red, accs, xs)
-            for s, x, v in zip(ss, xs, new):
-                b.store(b.select(valid, v, x), s)
-        b.store(ir.Constant(lu.I1, 1), valid_slot)
-        values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
-        with (b.if_then(p.active) if p.active is not None and values else nullcontext()):
-            for v, sidx in values:
-                k.write(out, full, v, sidx)
+        if vec > 1:     # vec consecutive elements per thread: one vector load per operand
+            first = b.add(b.mul(row, i64(p.kdim)), b.mul(c, i64(vec)))
+            lanes = [first] + [b.add(first, i64(q)) for q in range(1, vec)]
+            restore = install_vector_reads(k, gen, list(out.operands), in_shape, lanes, vec)
+            indices: list[list[ir.Value]] = [linear_to_multi(b, lin, in_shape) for lin in lanes]
+        else:
+            ridx = unflatten(b, c, red_order, p.red_sizes)
+            indices = [[kidx[d] if d in kidx else ridx[d]
+                        for d in range(len(kept) + len(red_order))]]
+        for full in indices:
+            valid = b.load(valid_slot)
+            for (red, _), ss in zip(heroes, slots):
+                xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
+                accs = [b.load(s) for s in ss]
+                new = combine_partials(em, b, red, accs, xs)
+                for s, x, v in zip(ss, xs, new):
+                    b.store(v if inits is not None else b.select(valid, v, x), s)
+            if inits is None:
+                b.store(ir.Constant(lu.I1, 1), valid_slot)
+            values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
+            with (b.if_then(p.active) if p.active is not None and values else nullcontext()):
+                for v, sidx in values:
+                    k.write(out, full, v, sidx)
+        if vec > 1:
+            restore()
     gen.clear_cache()
     accs = [[b.load(s) for s in ss] for ss in slots]
     valid = b.load(valid_slot)
-    accs, valid = block_reduce(em, b, heroes, accs, valid, shared, types, lane, warp, warps)
+    accs, valid = block_reduce(em, b, heroes, accs, valid, shared, types, lane, warp, warps,
+                               inits)
     writer = b.icmp_unsigned("==", tid, i64(0))
     if p.active is not None:
         writer = b.and_(writer, p.active)
@@ -191,11 +263,43 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
         gen.clear_cache()
         oidx = [kidx[d] for d in sorted(kept)]
         for (red, sidxs), vals in zip(heroes, accs):
-            inits = [gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
-            res = combine_partials(em, b, red, inits, vals)
-            for sidx, r_v, init in zip(sidxs, res, inits):
+            if inits is not None:   # the init is already in every partial
+                for sidx, r_v in zip(sidxs, vals):
+                    k.write(out, oidx, r_v, sidx)
+                continue
+            init_vs = [gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
+            res = combine_partials(em, b, red, init_vs, vals)
+            for sidx, r_v, init in zip(sidxs, res, init_vs):
                 k.write(out, oidx, b.select(valid, r_v, init), sidx)
     gen.clear_cache()
+
+
+ROW_VECTOR = 4
+"""Elements per thread and step of a row fold when they can be one 128-bit (f32) load."""
+
+
+def row_vector_width(out: HloInstruction, space: Shape, order: list[int], width: int) -> int:
+    """ROW_VECTOR when a row fold of fusion `out` over `space` may step by ROW_VECTOR
+    consecutive elements (rows physically contiguous: `order`, the kept then the reduced
+    dims, is the physical order; the row length a multiple), else 1. Which operands are then
+    read with one vector load is `install_vector_reads`'s decision (same dims and layout as
+    `space`, 16-byte aligned)."""
+    if out.opcode is not Opcode.FUSION or width % ROW_VECTOR \
+            or list(physical_order(space)) != list(order):
+        return 1
+    return ROW_VECTOR
+
+
+def _identity_inits(gen: LeafEmitter, heroes: list[Hero]) -> list[list[ir.Value]] | None:
+    """Every hero's init values when all inits are their reducers' identities (generated
+    where the builder is, so they dominate what follows), else None."""
+    if not all(has_identity_init(red) for red, _ in heroes):
+        return None
+    gen.clear_cache()
+    values = [[gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
+              for red, _ in heroes]
+    gen.clear_cache()
+    return values
 
 
 def _shared_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Value:
@@ -205,13 +309,16 @@ def _shared_ptr(b: ir.IRBuilder, gv: ir.GlobalVariable, idx: ir.Value) -> ir.Val
 def block_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
                  accs: list[list[ir.Value]], valid: ir.Value,
                  shared: list[list[ir.GlobalVariable]], types: list[list[ir.Type]],
-                 lane: ir.Value, warp: ir.Value, warps: int
+                 lane: ir.Value, warp: ir.Value, warps: int,
+                 inits: list[list[ir.Value]] | None = None
                  ) -> tuple[list[list[ir.Value]], ir.Value]:
     """Every thread's partials to the totals of its warp (`warps` == 1) or block, in every
     thread: warp shuffles; with several warps, lane 0 of each publishes to `shared` (one array
     of `warps` elements per partial) and every warp combines the published partials. Ends with
-    a barrier, so the caller may reuse `shared` at once. Must be reached by the whole block."""
-    accs, valid = warp_reduce(em, b, heroes, accs, valid)
+    a barrier, so the caller may reuse `shared` at once. Must be reached by the whole block.
+    With `inits` (identity init values, `has_identity_init`) every partial is valid and lanes
+    past the warps take the init: no validity flags."""
+    accs, valid = warp_reduce(em, b, heroes, accs, valid, inits is not None)
     if warps > 1:
         with b.if_then(b.icmp_unsigned("==", lane, i64(0))):
             for h, vals in enumerate(accs):
@@ -222,16 +329,26 @@ def block_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
         safe_lane = b.select(in_range, lane, i64(0))
         accs = [[b.load(_shared_ptr(b, shared[h][j], safe_lane), typ=types[h][j])
                  for j in range(len(types[h]))] for h in range(len(heroes))]
-        accs, valid = warp_reduce(em, b, heroes, accs, in_range)
+        if inits is not None:
+            accs = [[b.select(in_range, v, i) for v, i in zip(vals, ivs)]
+                    for vals, ivs in zip(accs, inits)]
+        accs, valid = warp_reduce(em, b, heroes, accs, in_range, inits is not None)
         nvptx.barrier(b)
     return accs, valid
 
 
 def warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
-                 accs: list[list[ir.Value]], valid: ir.Value
+                 accs: list[list[ir.Value]], valid: ir.Value, all_valid: bool = False
                  ) -> tuple[list[list[ir.Value]], ir.Value]:
     """Butterfly-combine partials across the 32 lanes; every lane ends with the warp's total
-    (and whether any lane had a valid partial)."""
+    (and whether any lane had a valid partial). With `all_valid` every partial counts (they
+    started at an identity init): no flags are shuffled."""
+    if all_valid:
+        for mask in (16, 8, 4, 2, 1):
+            accs = [combine_partials(em, b, red, vals,
+                                     [nvptx.shuffle_xor(b, v, mask) for v in vals])
+                    for (red, _), vals in zip(heroes, accs)]
+        return accs, ir.Constant(lu.I1, 1)
     for mask in (16, 8, 4, 2, 1):
         other_valid = b.trunc(nvptx.shuffle_xor(b, b.zext(valid, lu.I32), mask), lu.I1)
         new_accs = []
@@ -251,7 +368,8 @@ def warp_reduce(em: GpuEmitter, b: ir.IRBuilder, heroes: list[Hero],
 COL_TILE = 32
 """Outputs per block of a column reduction (consecutive kept elements: coalesced loads)."""
 COL_LANES = 8
-"""Threads folding each output's column (every COL_LANES-th reduced element each)."""
+"""Threads folding each output's column (every COL_LANES-th reduced element each); a block
+has COL_TILE * COL_LANES == ROW_THREADS threads (the kernels' maxntid)."""
 
 
 def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
@@ -288,7 +406,12 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
         o = b.add(b.mul(tile, i64(COL_TILE)), tx)
         ok = b.icmp_unsigned("<", o, i64(n_out))
         kidx = unflatten(b, b.select(ok, o, i64(0)), kept, kept_sizes)
-        b.store(ir.Constant(lu.I1, 0), valid_slot)
+        inits = _identity_inits(gen, heroes)
+        if inits is not None:       # partials start at the identity: no validity flags
+            for ss, vals in zip(slots, inits):
+                for s, v in zip(ss, vals):
+                    b.store(v, s)
+        b.store(ir.Constant(lu.I1, 0 if inits is None else 1), valid_slot)
         with strided(b, b.select(ok, i64(n_red), i64(0)), ty, i64(COL_LANES), name="c") as r:
             ridx = unflatten(b, r, red_order, red_sizes)
             full = [kidx[d] if d in kidx else ridx[d] for d in range(in_shape.rank)]
@@ -298,8 +421,9 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
                 xs = [gen.generate(red.operands[j], full) for j in range(_n(red))]
                 new = combine_partials(em, b, red, [b.load(s) for s in ss], xs)
                 for s, x, v in zip(ss, xs, new):
-                    b.store(b.select(valid, v, x), s)
-            b.store(ir.Constant(lu.I1, 1), valid_slot)
+                    b.store(v if inits is not None else b.select(valid, v, x), s)
+            if inits is None:
+                b.store(ir.Constant(lu.I1, 1), valid_slot)
             # every output's element first, then the stores: an elementwise output may take
             # the buffer of an operand another output reads at this index (`alias_rules`)
             values = [(gen.generate(inst, full), sidx) for inst, sidx in loops]
@@ -321,7 +445,8 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
                 for (red, _), vals, arrs, ts in zip(heroes, accs, shared, types):
                     part = [b.load(_shared_ptr(b, gv, at), typ=t) for gv, t in zip(arrs, ts)]
                     comb = combine_partials(em, b, red, vals, part)
-                    new_accs.append([b.select(has, c, v) for c, v in zip(comb, vals)])
+                    new_accs.append(comb if inits is not None else
+                                    [b.select(has, c, v) for c, v in zip(comb, vals)])
                 accs = new_accs
             oidx = [kidx[d] for d in sorted(kept)]
             for (_red, sidxs), vals in zip(heroes, accs):
@@ -359,7 +484,7 @@ def _heroes(inst: HloInstruction) -> tuple[list[Hero], list[tuple[HloInstruction
 def emit_input_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """A kInput fusion: reduce root, or a tuple root of reduces and elementwise outputs."""
     heroes, loops = _heroes(inst)
-    k = em.kernel(inst, array_buffers(inst), operand_buffers(inst))
+    k = em.kernel(inst, array_buffers(inst), operand_buffers(inst), max_threads=ROW_THREADS)
     emit_reduction(em, k, fusion_generator(k, inst), inst, heroes, loops)
     return [k.thunk()]
 
@@ -367,6 +492,6 @@ def emit_input_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
 def emit_reduce(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     """An unfused (possibly variadic) reduce."""
     outs = array_buffers(inst)
-    k = em.kernel(inst, outs, operand_buffers(inst))
+    k = em.kernel(inst, outs, operand_buffers(inst), max_threads=ROW_THREADS)
     emit_reduction(em, k, operand_generator(k, inst), inst, [(inst, [s for _, s in outs])], [])
     return [k.thunk()]

@@ -19,22 +19,27 @@ Barriers separate the reduces' uses of shared memory and consecutive rows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from math import prod
 
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
+from xlc.backend_gpu.emit_loop import install_vector_reads
 from xlc.backend_gpu.emit_reduce import (
     ROW_THREADS,
     WARP_ROW_MAX,
     Hero,
     block_reduce,
     combine_partials,
+    has_identity_init,
+    row_vector_width,
 )
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import MAX_BLOCKS, element_type, i64, strided, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
+from xlc.codegen.indexing import linear_to_multi
 from xlc.codegen.ir_array import fusion_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -66,7 +71,8 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
     red_sizes = [space.dims[d] for d in rdims]
     rows, width = prod(kept_sizes), prod(red_sizes)
     types = [lu.value_type(element_type(red.shape, red.name)) for red in reduces]
-    k = em.kernel(inst, outs, operand_buffers(inst))
+    # blocks have at most ROW_THREADS threads: ptxas may budget registers for that
+    k = em.kernel(inst, outs, operand_buffers(inst), max_threads=ROW_THREADS)
     b = k.b
     tid = b.zext(nvptx.thread_idx(b), lu.I64)
     lane, warp = b.and_(tid, i64(31)), b.lshr(tid, i64(5))
@@ -87,6 +93,7 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         groups, per_block = rows, 1
         row_threads, row_tid = threads, tid
     gen = fusion_generator(k, inst)
+    vec = row_vector_width(inst, space, kept + rdims, width)
     with b.goto_entry_block():
         slots = [b.alloca(t) for t in types]
         valid_slot = b.alloca(lu.I1)
@@ -108,35 +115,63 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             ridx = unflatten(b, r, rdims, red_sizes)
             return [kidx[d] if d in kidx else ridx[d] for d in range(space.rank)]
 
+        def chunk_indices(c: ir.Value) -> tuple[list[list[ir.Value]], Callable[[], None]]:
+            """The indices of step `c` of a row loop (vec consecutive elements, read with
+            vector loads where possible) and what to call after the step."""
+            if vec == 1:
+                return [full_index(c)], lambda: None
+            first = b.add(b.mul(row, i64(width)), b.mul(c, i64(vec)))
+            lanes = [first] + [b.add(first, i64(q)) for q in range(1, vec)]
+            restore = install_vector_reads(k, gen, list(inst.operands), space, lanes, vec)
+            return [linear_to_multi(b, lin, space) for lin in lanes], restore
+
         for h, red in enumerate(reduces):
             operand, init = red.operands
+            identity = has_identity_init(red)
+            gen.clear_cache()
+            init_v = gen.generate(init, [])
+            gen.clear_cache()
+            # identity init: partials start at it, no validity flags (emit_reduce)
+            b.store(init_v if identity else ir.Constant(types[h], ir.Undefined), slots[h])
             b.store(ir.Constant(lu.I1, 0), valid_slot)
-            with lu.for_range(b, i64(width), start=row_tid, step=row_threads,
-                              name=f"f{h}") as r:
+            with lu.for_range(b, i64(width // vec), start=row_tid, step=row_threads,
+                              name=f"f{h}") as c:
                 gen.clear_cache()
-                x = gen.generate(operand, full_index(r))
-                acc = b.load(slots[h])
-                (new,) = combine_partials(em, b, red, [acc], [x])
-                b.store(b.select(b.load(valid_slot), new, x), slots[h])
-                b.store(ir.Constant(lu.I1, 1), valid_slot)
+                indices, done = chunk_indices(c)
+                for full in indices:
+                    x = gen.generate(operand, full)
+                    acc = b.load(slots[h])
+                    (new,) = combine_partials(em, b, red, [acc], [x])
+                    b.store(new if identity else b.select(b.load(valid_slot), new, x),
+                            slots[h])
+                    if not identity:
+                        b.store(ir.Constant(lu.I1, 1), valid_slot)
+                done()
             gen.clear_cache()
             heroes: list[Hero] = [(red, [()])]
             (accs,), valid = block_reduce(em, b, heroes, [[b.load(slots[h])]],
                                           b.load(valid_slot), [shared[h]] if shared else [],
-                                          [[types[h]]], lane, warp, warps)
-            init_v = gen.generate(init, [])
-            (total,) = combine_partials(em, b, red, [init_v], accs)
-            value = b.select(valid, total, init_v)
+                                          [[types[h]]], lane, warp, warps,
+                                          [[init_v]] if identity else None)
+            if identity:
+                value = accs[0]
+            else:
+                (total,) = combine_partials(em, b, red, [init_v], accs)
+                value = b.select(valid, total, init_v)
             gen.clear_cache()
             gen.leaves[red.uid] = _constant_leaf(value)
-        with lu.for_range(b, i64(width), start=row_tid, step=row_threads, name="out") as r:
+        with lu.for_range(b, i64(width // vec), start=row_tid, step=row_threads,
+                          name="out") as c:
             gen.clear_cache()
-            full = full_index(r)
-            # every output's element before any store: an output may share an operand's buffer
-            values = [gen.generate(x, full) for x in roots]
-            with b.if_then(active):
-                for v, (o, sidx) in zip(values, outs):
-                    k.write(o, full, v, sidx)
+            indices, done = chunk_indices(c)
+            for full in indices:
+                # every output's element before any store: an output may share an operand's
+                # buffer (a vector load reads all lanes' elements at the first lane)
+                values = [gen.generate(x, full) for x in roots]
+                with b.if_then(active):
+                    for v, (o, sidx) in zip(values, outs):
+                        k.write(o, full, v, sidx)
+            done()
         gen.clear_cache()
         for red in reduces:
             del gen.leaves[red.uid]
