@@ -85,8 +85,29 @@ def _halves(words: np.ndarray, kind: str) -> np.ndarray:
     return (h.astype(np.uint32) << 16).view(np.float32)
 
 
+def _operands_16(f: np.ndarray, kind: str, g: int, t: int, a: np.ndarray,
+                 bm: np.ndarray) -> None:
+    """One lane's m16n8k16 A and B words (two 16-bit values each) into A[16,16], B[16,8]."""
+    ah, bh = _halves(f[:4], kind), _halves(f[4:6], kind)
+    a[g, 2 * t:2 * t + 2], a[g + 8, 2 * t:2 * t + 2] = ah[0], ah[1]
+    a[g, 2 * t + 8:2 * t + 10], a[g + 8, 2 * t + 8:2 * t + 10] = ah[2], ah[3]
+    bm[2 * t:2 * t + 2, g], bm[2 * t + 8:2 * t + 10, g] = bh[0], bh[1]
+
+
+def _operands_tf32(f: np.ndarray, kind: str, g: int, t: int, a: np.ndarray,
+                   bm: np.ndarray) -> None:
+    """One lane's m16n8k8 A and B words (f32 values rounded to TF32, as emit_mma's wrapper
+    does with cvt.rna) into A[16,8], B[8,8]."""
+    w = _tf32(f[:6].view(np.float32))
+    a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = w[:4]
+    bm[t, g], bm[t + 4, g] = w[4:6]
+
+
 def _mma(kind: str) -> Any:
-    """The warp-collective m16n8k16 mma on the 10-word fragments at `ptr` (emit_mma.py)."""
+    """The warp-collective mma on the 10-word fragments at `ptr` (emit_mma.mma_function):
+    m16n8k16 for f16/bf16, m16n8k8 for tf32; D = A B + C exactly, rounded once to f32."""
+    kdim, unpack = (8, _operands_tf32) if kind == "tf32" else (16, _operands_16)
+
     def run(ptr: int) -> None:
         table = _block["frags"]
         me = _state.linear
@@ -94,16 +115,13 @@ def _mma(kind: str) -> Any:
         table[me] = np.frombuffer(bytes(frag), dtype=np.int32)
         _block["barrier"].wait()
         base = me - me % 32
-        a = np.zeros((16, 16), np.float32)
-        bm = np.zeros((16, 8), np.float32)
+        a = np.zeros((16, kdim), np.float32)
+        bm = np.zeros((kdim, 8), np.float32)
         c = np.zeros((16, 8), np.float32)
         for lane in range(32):
             f = table[base + lane]
             g, t = lane // 4, lane % 4
-            ah, bh = _halves(f[:4], kind), _halves(f[4:6], kind)
-            a[g, 2 * t:2 * t + 2], a[g + 8, 2 * t:2 * t + 2] = ah[0], ah[1]
-            a[g, 2 * t + 8:2 * t + 10], a[g + 8, 2 * t + 8:2 * t + 10] = ah[2], ah[3]
-            bm[2 * t:2 * t + 2, g], bm[2 * t + 8:2 * t + 10, g] = bh[0], bh[1]
+            unpack(f, kind, g, t, a, bm)
             cf = f[6:10].view(np.float32)
             c[g, 2 * t:2 * t + 2], c[g + 8, 2 * t:2 * t + 2] = cf[:2], cf[2:]
         d = (a.astype(np.float64) @ bm.astype(np.float64) + c).astype(np.float32)
@@ -166,38 +184,8 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return np.where(finite, rounded, bits).view(np.float32)
 
 
-def _mma_tf32() -> Any:
-    """The warp-collective m16n8k8 tf32 mma on the 10-word fragments at `ptr` (A words are
-    f32 values rounded to TF32 first, as emit_mma.mma_function does)."""
-    def run(ptr: int) -> None:
-        table = _block["frags"]
-        me = _state.linear
-        frag = (ctypes.c_int32 * 10).from_address(ptr)
-        table[me] = np.frombuffer(bytes(frag), dtype=np.int32)
-        _block["barrier"].wait()
-        base = me - me % 32
-        a = np.zeros((16, 8), np.float32)
-        bm = np.zeros((8, 8), np.float32)
-        c = np.zeros((16, 8), np.float32)
-        for lane in range(32):
-            f = table[base + lane]
-            g, t = lane // 4, lane % 4
-            w = _tf32(f[:6].view(np.float32))
-            a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = w[:4]
-            bm[t, g], bm[t + 4, g] = w[4:6]
-            cf = f[6:10].view(np.float32)
-            c[g, 2 * t:2 * t + 2], c[g + 8, 2 * t:2 * t + 2] = cf[:2], cf[2:]
-        d = (a.astype(np.float64) @ bm.astype(np.float64) + c).astype(np.float32)
-        g, t = (me % 32) // 4, me % 4
-        mine = np.array([d[g, 2 * t], d[g, 2 * t + 1], d[g + 8, 2 * t], d[g + 8, 2 * t + 1]],
-                        np.float32)
-        _block["barrier"].wait()
-        (ctypes.c_float * 4).from_address(ptr + 24)[:] = mine.tolist()
-    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(run)
-
-
 _CALLBACKS["emu_mma_f16"] = _mma("f16")
-_CALLBACKS["emu_mma_tf32"] = _mma_tf32()
+_CALLBACKS["emu_mma_tf32"] = _mma("tf32")
 _CALLBACKS["emu_mma_bf16"] = _mma("bf16")
 _CALLBACKS["emu_barrier"] = _VOID(_barrier)
 _CALLBACKS["emu_shfl"] = _SHFL(_shfl)

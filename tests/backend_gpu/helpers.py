@@ -1,7 +1,11 @@
 """Shared helpers for the GPU backend tests: compile corpus cases once per session."""
 from __future__ import annotations
 
+import importlib.util
+import sys
 from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -50,3 +54,15 @@ def gpu_available() -> bool:
 
 requires_gpu = pytest.mark.skipif(not gpu_available(),
                                   reason="no CUDA device available (GPU + cuda-python)")
+
+
+def load_tool(name: str) -> ModuleType:
+    """tools/<name>.py imported as a module (registered in sys.modules: its dataclasses look
+    their module up)."""
+    path = Path(__file__).resolve().parents[2] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

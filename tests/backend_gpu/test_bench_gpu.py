@@ -3,7 +3,6 @@ the kernel emulator, tiny stand-in programs) every measurement runs and the repo
 The real figures need a GPU machine (see docs/gpu.md)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -13,31 +12,17 @@ import numpy as np
 import pytest
 
 from tests.backend_gpu.fake_driver import FakeDriver
+from tests.backend_gpu.helpers import gpu_available, load_tool
 from xlc.backend_gpu import compile_gpu, cuda
-from xlc.errors import XlcError
 from xlc.hlo.parser import parse_module
 from xlc.options import CompileOptions
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_gpu.py"
-
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_gpu", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("bench_gpu")
 
 
-def _has_gpu() -> bool:
-    try:
-        cuda.primary_context()
-    except XlcError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_has_gpu(), reason="a GPU is available here")
+@pytest.mark.skipif(gpu_available(), reason="a GPU is available here")
 def test_without_a_gpu_the_benchmark_fails_clearly(capsys: pytest.CaptureFixture[str]) -> None:
     assert _bench().main(["--reps", "1"]) == 1
     err = capsys.readouterr().err

@@ -3,9 +3,7 @@ on the timed fake driver (virtual clock, kernels in the emulator) every kind of 
 is timed by CUDA events on the calling thread's stream. The real figures need a GPU."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,30 +12,15 @@ import numpy as np
 import pytest
 
 from tests.backend_gpu.fake_driver import OP_NS, TimedFakeDriver
+from tests.backend_gpu.helpers import gpu_available, load_tool
 from xlc.backend_gpu import cuda
-from xlc.errors import XlcError
-
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench_gpu_kernels.py"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_gpu_kernels", TOOL)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod     # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("bench_gpu_kernels")
 
 
-def _has_gpu() -> bool:
-    try:
-        cuda.primary_context()
-    except XlcError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_has_gpu(), reason="a GPU is available here")
+@pytest.mark.skipif(gpu_available(), reason="a GPU is available here")
 def test_without_a_gpu_it_fails_clearly(capsys: pytest.CaptureFixture[str]) -> None:
     assert _bench().main(["--reps", "1"]) == 1
     err = capsys.readouterr().err

@@ -197,3 +197,12 @@ def test_highest_precision_keeps_full_fp32() -> None:
     assert "tf32" not in compile_text(algo).ptx
     assert "tf32" in compile_text(plain, default_matmul_precision="high").ptx
     _check(HIGHEST_DOT)
+
+
+def test_grouped_block_order_covers_every_tile() -> None:
+    """10 row tiles x 2 column tiles: blocks walk groups of 8 row tiles down a column (the
+    last group has 2); every output tile is computed exactly once."""
+    text = _dot(296, 128, 16)
+    (k,) = [t for t in compile_text(text).all_thunks() if isinstance(t, KernelThunk)]
+    assert k.grid == (2, 10, 1)
+    _check(text, seed=9)

@@ -187,3 +187,17 @@ def test_row_folds_read_four_elements_per_load(w: int, layout: str, init: str,
     count = exe.ptx.count("ld.global.nc.v4")
     assert count % loads == 0 and count >= loads if loads else count == 0
     _run(text, seed=3)
+
+
+def test_row_fusion_reads_and_writes_128_bits_per_step() -> None:
+    """Softmax as one row fusion: each thread reads 4 consecutive elements with one vector
+    load in every pass over the row and stores 4 results with one vector store."""
+    import xlc.nn
+
+    import xlc
+
+    x = np.ones((64, 1024), np.float32)
+    exe = xlc.jit(lambda x: xlc.nn.softmax(x, axis=-1), backend="gpu").lower(x).compile()
+    ptx = exe.executable().ptx
+    assert ptx.count("ld.global.nc.v4") >= 3 and ptx.count("st.global.v4") >= 1
+    assert "ld.global.f32" not in ptx and "st.global.f32" not in ptx

@@ -303,8 +303,9 @@ def emit_dot_pipelined(em: GpuEmitter, inst: HloInstruction, plan: DotPlan, kind
     t = b.zext(nvptx.thread_idx(b), lu.I64)
     lane, warp = b.and_(t, i64(31)), b.lshr(t, i64(5))
     wm, wn = b.udiv(warp, i64(cfg.warps_n)), b.urem(warp, i64(cfg.warps_n))
-    n0 = b.mul(b.zext(nvptx.block_idx(b, "x"), lu.I64), i64(cfg.bn))
-    m0 = b.mul(b.zext(nvptx.block_idx(b, "y"), lu.I64), i64(cfg.bm))
+    m_tile, n_tile = grouped_tiles(b, -(-plan.M // cfg.bm), -(-plan.N // cfg.bn))
+    n0 = b.mul(n_tile, i64(cfg.bn))
+    m0 = b.mul(m_tile, i64(cfg.bm))
     bz = b.zext(nvptx.block_idx(b, "z"), lu.I64)
     bi = unflatten(b, bz, list(range(len(plan.bsizes))), plan.bsizes) if plan.bsizes else {}
     l_batch = linear_offset(b, {plan.lb[j]: v for j, v in bi.items()}, plan.ls)
@@ -348,6 +349,30 @@ def emit_dot_pipelined(em: GpuEmitter, inst: HloInstruction, plan: DotPlan, kind
               cfg.bn, "k-major" if la.k_major else "m-major",
               "k-major" if ra.k_major else "n-major")
     return [k.thunk()]
+
+
+GROUP_M = 8
+"""Row tiles per group of the block order (`grouped_tiles`)."""
+
+
+def grouped_tiles(b: ir.IRBuilder, tiles_m: int, tiles_n: int) -> tuple[ir.Value, ir.Value]:
+    """This block's (row tile, column tile). Blocks run roughly in launch order; taken row by
+    row, consecutive blocks would share one lhs row panel and read every rhs panel. Grouped
+    order walks GROUP_M row tiles down one column before the next column, so the blocks
+    resident together read GROUP_M lhs panels and few rhs panels (more L2 hits on large
+    GEMMs). A bijection of the grid (the last group may have fewer rows)."""
+    bx = b.zext(nvptx.block_idx(b, "x"), lu.I64)
+    by = b.zext(nvptx.block_idx(b, "y"), lu.I64)
+    if tiles_m <= GROUP_M or tiles_n == 1:
+        return by, bx
+    pid = b.add(b.mul(by, i64(tiles_n)), bx)
+    per_group = GROUP_M * tiles_n
+    group = b.udiv(pid, i64(per_group))
+    first = b.mul(group, i64(GROUP_M))
+    rows = b.sub(i64(tiles_m), first)
+    size = b.select(b.icmp_unsigned("<", rows, i64(GROUP_M)), rows, i64(GROUP_M))
+    within = b.urem(pid, i64(per_group))
+    return b.add(first, b.urem(within, size)), b.udiv(within, size)
 
 
 class _Fragments:

@@ -44,6 +44,7 @@ from xlc.codegen.ir_array import fusion_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
+from xlc.passes.alias_rules import same_layout
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -94,6 +95,12 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         row_threads, row_tid = threads, tid
     gen = fusion_generator(k, inst)
     vec = row_vector_width(inst, space, kept + rdims, width)
+    # outputs laid out like the space, 16-byte aligned, elements of at most 4 bytes: stored
+    # with one vector store per step
+    vector_out = [same_layout(o.shape.subshape(s), space) and not k.slice(o, s).offset % 16
+                  and element_type(o.shape.subshape(s), o.name).byte_size * vec <= 16
+                  and not element_type(o.shape.subshape(s), o.name).is_complex
+                  for o, s in outs]
     with b.goto_entry_block():
         slots = [b.alloca(t) for t in types]
         valid_slot = b.alloca(lu.I1)
@@ -164,13 +171,24 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                           name="out") as c:
             gen.clear_cache()
             indices, done = chunk_indices(c)
-            for full in indices:
-                # every output's element before any store: an output may share an operand's
-                # buffer (a vector load reads all lanes' elements at the first lane)
-                values = [gen.generate(x, full) for x in roots]
-                with b.if_then(active):
-                    for v, (o, sidx) in zip(values, outs):
-                        k.write(o, full, v, sidx)
+            # every output's element before any store: an output may share an operand's
+            # buffer (a vector load reads all lanes' elements at the first lane)
+            values = [[gen.generate(x, full) for x in roots] for full in indices]
+            with b.if_then(active):
+                for j, (o, sidx) in enumerate(outs):
+                    lanes_j = [vals[j] for vals in values]
+                    if vec > 1 and vector_out[j]:   # one 128-bit store
+                        pt = element_type(o.shape.subshape(sidx), o.name)
+                        v: ir.Value = ir.Constant(ir.VectorType(lanes_j[0].type, vec),
+                                                  ir.Undefined)
+                        for q, x in enumerate(lanes_j):
+                            v = b.insert_element(v, x, ir.Constant(lu.I32, q))
+                        first = b.add(b.mul(row, i64(width)), b.mul(c, i64(vec)))
+                        lu.store_vector(b, v, k.ptr(o, sidx), first, pt,
+                                        align=vec * pt.byte_size)
+                        continue
+                    for full, x in zip(indices, lanes_j):
+                        k.write(o, full, x, sidx)
             done()
         gen.clear_cache()
         for red in reduces:

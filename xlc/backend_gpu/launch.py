@@ -16,6 +16,10 @@ ring first (one event: the calls run in stream order): at most MAX_IN_FLIGHT cal
 ahead of the device (back-pressure). A synchronous point (`retire_all`) releases everything.
 Results are marked ready with their stream, not an event: waiting for one waits for its
 stream (possibly for later calls too).
+
+`Uploads`: the double-buffered parameter blocks that host (numpy) arguments of asynchronous
+calls are uploaded into on the runtime's copy stream, so the next call's upload overlaps this
+call's kernels.
 """
 from __future__ import annotations
 
@@ -149,3 +153,35 @@ class Staged:
         if self.ptr:
             self._give(self.ptr)
             self.ptr = 0
+
+
+class UploadSlot:
+    """One device block a host argument is uploaded into, and the event recorded on the
+    compute stream after the last call that read it (`busy` once recorded)."""
+
+    __slots__ = ("ptr", "free", "busy")
+
+    def __init__(self, ptr: int, free: Any):
+        self.ptr, self.free, self.busy = ptr, free, False
+
+
+class Uploads:
+    """Two blocks per parameter allocation for the host arguments of asynchronous calls,
+    used in turn: call N + 1 uploads into one on the copy stream while call N's kernels read
+    the other; before writing a block the copy stream waits for the event recorded after the
+    kernels of the call that used it last."""
+
+    def __init__(self, alloc: Callable[[int], int], make_event: Callable[[], Any]):
+        self._alloc, self._make_event = alloc, make_event
+        self._rings: dict[int, tuple[list[UploadSlot], list[int]]] = {}
+
+    def next(self, allocation: int, size: int) -> UploadSlot:
+        """The slot the next upload into `allocation` uses (made on first use)."""
+        ring = self._rings.get(allocation)
+        if ring is None:
+            ring = self._rings[allocation] = (
+                [UploadSlot(self._alloc(size), self._make_event()) for _ in range(2)], [0])
+        slots, turn = ring
+        slot = slots[turn[0]]
+        turn[0] ^= 1
+        return slot

@@ -66,7 +66,7 @@ from xlc.backend_gpu.device_array import DeviceArray, as_device_array
 from xlc.backend_gpu.emit_async_copy import is_host
 from xlc.backend_gpu.graphs import ScheduleGraph, uses_copy_mode
 from xlc.backend_gpu.issue import ISSUE, launch, record, wait
-from xlc.backend_gpu.launch import InFlight, PackedParams, Staged
+from xlc.backend_gpu.launch import InFlight, PackedParams, Staged, Uploads, UploadSlot
 from xlc.backend_gpu.thunks import (
     ConditionalThunk,
     HostCallThunk,
@@ -149,6 +149,11 @@ class GpuRuntime:
                        for _ in range(exe.plan.num_events)]
         self._fork = check(drv.cuEventCreate(ev_flags), "cuEventCreate")
         self._cross_event: Any = None
+        self._copy_stream: Any = None   # uploads of asynchronous calls (made on first use)
+        self._uploaded: Any = None
+        self._uploading: list[UploadSlot] = []
+        self.uploads = Uploads(self._alloc, lambda: check(drv.cuEventCreate(ev_flags),
+                                                          "cuEventCreate"))
         self._in_flight: InFlight | None = None
         self.profiler: ThunkProfiler | None = None
         if exe.profile:
@@ -192,6 +197,17 @@ class GpuRuntime:
         self.graph_updates = not self.graph_copies
 
     @property
+    def copy_stream(self) -> Any:
+        """This runtime's stream for uploads of asynchronous calls (made on first use)."""
+        if self._copy_stream is None:
+            drv = self.drv
+            self._copy_stream = check(drv.cuStreamCreate(
+                drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            self._uploaded = check(drv.cuEventCreate(
+                drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        return self._copy_stream
+
+    @property
     def in_flight(self) -> InFlight:
         """The completion-event ring of asynchronous calls (made by the first one)."""
         if self._in_flight is None:
@@ -214,7 +230,8 @@ class GpuRuntime:
         for ptr in getattr(self, "_owned_host", []):
             host_free(ptr)
         drv = getattr(self, "drv", None)
-        for s in getattr(self, "streams", [])[1:]:
+        copy = getattr(self, "_copy_stream", None)
+        for s in getattr(self, "streams", [])[1:] + ([copy] if copy is not None else []):
             try:
                 drv.cuStreamDestroy(s)  # type: ignore[union-attr]
             except Exception:  # noqa: BLE001 - shutdown order, or a driver without it
@@ -230,6 +247,7 @@ class GpuRuntime:
         results. Numpy arguments are uploaded (through pinned staging blocks when
         `asynchronous`); `keep` collects what must live until the call finished."""
         drv, s0 = self.drv, self.streams[0]
+        self._uploading.clear()   # (left over only by a call that failed while binding)
         for p, raw in zip(self.exe.parameters, args):
             info = self.exe.allocations[p.allocation]
             arg = as_device_array(raw)
@@ -240,10 +258,19 @@ class GpuRuntime:
             if p.physical_perm is not None:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
+            stream, slot = s0, None
             if info.outlives_call and not persistent:
                 dst = self.pool.take(info.size, s0)   # becomes an output block: results own it
                 owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),
                                                    owner=True)
+            elif asynchronous and not persistent and host.nbytes:
+                # one of two blocks, filled on the copy stream once the last call that read
+                # it is done: overlaps the previous call's kernels (launch.Uploads)
+                slot = self.uploads.next(p.allocation, info.size)
+                dst, stream = slot.ptr, self.copy_stream
+                if slot.busy:
+                    check(drv.cuStreamWaitEvent(stream, slot.free, 0), "cuStreamWaitEvent")
+                self._uploading.append(slot)
             else:
                 dst = self._fixed_block(p.allocation, info.size)
             self.bases[p.allocation] = dst
@@ -258,7 +285,10 @@ class GpuRuntime:
                 src = staged.ptr
             else:
                 keep.append(host)
-            check(drv.cuMemcpyHtoDAsync(dst, src, host.nbytes, s0), "cuMemcpyHtoDAsync")
+            check(drv.cuMemcpyHtoDAsync(dst, src, host.nbytes, stream), "cuMemcpyHtoDAsync")
+        if self._uploading:     # the compute stream starts after the uploads
+            check(drv.cuEventRecord(self._uploaded, self._copy_stream), "cuEventRecord")
+            check(drv.cuStreamWaitEvent(s0, self._uploaded, 0), "cuStreamWaitEvent")
 
     def _bind_device_arg(self, p: Any, info: Any, arg: DeviceArray, args: list[Any],
                          persistent: bool, owners: dict[int, DeviceArray], keep: list[Any],
@@ -400,6 +430,10 @@ class GpuRuntime:
         finally:
             for ptr in taken:   # later work on stream 0 runs after this call's (or what of
                 self.pool.give(ptr)   # it was issued before an error)
+            for slot in self._uploading:   # the next upload into it waits for this call
+                check(drv.cuEventRecord(slot.free, s0), "cuEventRecord")
+                slot.busy = True
+            self._uploading.clear()
         synchronous = to_host or self.profiler is not None
         results = self._results(owners, to_host, copies, None if synchronous else (s0, None))
         if synchronous:
