@@ -316,8 +316,8 @@ def test_report_compares_with_the_device_limits(fake: list[FakeDriver],
     assert (limits.copy_gbs, limits.gflops) == (2930.0, 67000.0)
     lines = report(profile, limits).splitlines()
     assert lines[0] == ("machine limits: copy 2930.0 GB/s, f32 matmul 67000.0 GFLOP/s (H100 "
-                        "(measured copy bandwidth, FP32 peak): the GPU cost model's figures, "
-                        "not measured)")
+                        "(measured copy bandwidth, FP32 / tensor-core peaks): the GPU cost "
+                        "model's figures, not measured)")
     assert lines[1] == "program small: 1 call(s), 5.0 us per call; its kernels account for " \
                        "100.0 % of it"
     (k,) = [e for e in profile.events if e.kind == "kernel"]

@@ -68,13 +68,16 @@ OFFLOAD_MIN_BYTES = 1 << 16
 driver and DMA latency, which the cost model does not count)."""
 
 
-def gpu_budget_passes() -> list[BudgetPass]:
+def gpu_budget_passes(options: CompileOptions | None = None) -> list[BudgetPass]:
     """What fits a GPU program under `CompileOptions.memory_limit`, in order: host offload
     first (values idle across the peak wait in pinned host memory when the transfers hide
     behind the kernels between, which costs no compute), then rematerialization (recomputes
-    what is cheap to recompute)."""
+    what is cheap to recompute). Kernels are priced as `options` compiles them (f32 dots in
+    TF32 unless default_matmul_precision is "highest")."""
+    precision = options.default_matmul_precision if options is not None else "default"
     return [HostOffload(device=H100, pcie_bytes_per_s=PCIE_BYTES_PER_S,
-                        min_bytes=OFFLOAD_MIN_BYTES), Rematerialization()]
+                        min_bytes=OFFLOAD_MIN_BYTES, matmul_precision=precision),
+            Rematerialization()]
 
 
 @dataclass
@@ -100,7 +103,7 @@ def run_gpu_passes(module: HloModule, options: CompileOptions
     assignment (instruction uid -> stream) is returned second (else None)."""
     opt = optimize_module(module, options, passes=gpu_passes(options),
                           alignment=GPU_ALIGNMENT, name="gpu",
-                          budget_passes=gpu_budget_passes())
+                          budget_passes=gpu_budget_passes(options))
     streams = None
     if options.gpu_streams > 1:
         opt.assignment, streams = prepare_multi_stream(module, options.gpu_streams,

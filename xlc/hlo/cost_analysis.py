@@ -127,10 +127,13 @@ def _compute(inst: HloInstruction) -> Cost:
     return cost
 
 
-def instruction_cost(inst: HloInstruction) -> Cost:
+def instruction_cost(inst: HloInstruction, matmul_precision: str = "default") -> Cost:
     """The cost of top-level instruction `inst`: its flops and transcendentals and the bytes
-    of its array operands and outputs (nothing for instructions that emit no code)."""
+    of its array operands and outputs (nothing for instructions that emit no code). With
+    `matmul_precision` "highest" (the compile option) no f32 dot counts as TF32."""
     cost = _compute(inst)
+    if matmul_precision == "highest":
+        cost.tf32_flops = 0
     if inst.opcode not in _NO_CODE and inst.opcode not in _CONTROL:
         cost.bytes_accessed = _bytes(inst.shape) + sum(_bytes(o.shape) for o in inst.operands)
     return cost

@@ -89,14 +89,17 @@ class HostOffload:
     """The host offload budget pass (see the module docstring). `device` is the roofline the
     kernels are estimated with, `pcie_bytes_per_s` the host <-> device copy bandwidth per
     direction, `min_bytes` the smallest value worth moving, `max_offloads` a bound on the
-    values moved per call."""
+    values moved per call, `matmul_precision` the compile's default_matmul_precision (at
+    "highest" f32 dots are priced at the FP32 peak, as the GPU then runs them)."""
 
     name = "host-offload"
 
     def __init__(self, device: Device = H100,
                  pcie_bytes_per_s: float = DEFAULT_PCIE_BYTES_PER_S,
-                 min_bytes: int = 1 << 16, max_offloads: int = 64):
+                 min_bytes: int = 1 << 16, max_offloads: int = 64,
+                 matmul_precision: str = "default"):
         self.device = device
+        self.matmul_precision = matmul_precision
         self.pcie_bytes_per_s = pcie_bytes_per_s
         self.min_bytes = min_bytes
         self.max_offloads = max_offloads
@@ -134,7 +137,7 @@ class HostOffload:
         """The roofline estimate of `inst`'s kernel (0 for copies and control flow)."""
         if inst.opcode in ASYNC_COPY_OPCODES or inst.opcode.is_control_flow:
             return 0.0
-        return self.device.seconds(instruction_cost(inst))
+        return self.device.seconds(instruction_cost(inst, self.matmul_precision))
 
 
 # ---- the model: entry positions, the device live-bytes curve, candidates --------------------
