@@ -118,22 +118,28 @@ def test_tile_choice_follows_the_block_count() -> None:
 
 
 @requires_ptxas
-@pytest.mark.parametrize("size,sm,max_regs", [(1024, 80, 128), (4096, 80, 128),
-                                              (4096, 90, 128)])
-def test_pipelined_gemm_resources(size: int, sm: int, max_regs: int) -> None:
-    """No spills, registers for two 256-thread blocks per SM, 48 KiB static shared memory."""
-    ptx = compile_text(_dot(size, size, size), gpu_sm=sm).ptx
+@pytest.mark.parametrize("m,t,sm,max_regs,cfg", [
+    (1024, "f16", 80, 128, "SMALL"), (4096, "f16", 80, 128, "LARGE"),
+    (4096, "f16", 90, 128, "LARGE"), (256, "f16", 90, 128, "SKINNY"),
+    # TF32: over 128 registers (one 256-thread block per SM), still no spills
+    (4096, "f32", 80, 160, "LARGE"), (4096, "f32", 90, 160, "LARGE"),
+])
+def test_pipelined_gemm_resources(m: int, t: str, sm: int, max_regs: int, cfg: str) -> None:
+    """No spills, registers within the budget (f16: two 256-thread blocks per SM), the
+    static shared memory of the tile configuration (48 KiB for 128 x 128 tiles)."""
+    n = k = 1024 if m == 256 else m
+    ptx = compile_text(_dot(m, n, k, t=t), gpu_sm=sm).ptx
     path = nvptx.ptxas_path()
     assert path is not None
     proc = subprocess.run([path, f"-arch=sm_{sm}", "-v", "-", "-o", "/dev/null"], input=ptx,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
-    regs = [int(n) for n in re.findall(r"Used (\d+) registers", proc.stderr)]
-    smem = [int(n) for n in re.findall(r"(\d+) bytes smem", proc.stderr)]
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill stores", proc.stderr)]
+    regs = [int(x) for x in re.findall(r"Used (\d+) registers", proc.stderr)]
+    smem = [int(x) for x in re.findall(r"(\d+) bytes smem", proc.stderr)]
     assert spills == [0] and regs and regs[0] <= max_regs, proc.stderr
-    cfg = emit_mma_pipe.SMALL if size == 1024 else emit_mma_pipe.LARGE
-    assert smem == [cfg.shared_bytes(emit_mma_pipe.KINDS[PrimitiveType.F16])]
+    kind = emit_mma_pipe.KINDS[PrimitiveType.F16 if t == "f16" else PrimitiveType.F32]
+    assert smem == [getattr(emit_mma_pipe, cfg).shared_bytes(kind)]
 
 
 def _tf32_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
