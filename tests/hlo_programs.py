@@ -382,6 +382,28 @@ def _square_dot(b: _Builder) -> None:
            f"dot({y.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{{rc}}}")
 
 
+def _tensor_core_dot(b: _Builder) -> None:
+    """A dot for the GPU's tensor-core kernels: f16/bf16 (f32 accumulation, one rounding), or
+    f32 with shapes the TF32 kernel takes (m >= 16, n and k multiples of 4: a fresh lhs). With
+    k a multiple of 8 and n of 8 or 16 the operands have 16-byte rows, which the pipelined
+    kernel (cp.async, ldmatrix) needs; the rhs is w or w.T, so both fragment loads (ldmatrix
+    and its .trans, scalar loads for TF32) are drawn (with_layouts adds transposed
+    operands)."""
+    if b.ty not in ("f16", "bf16", "f32"):
+        return
+    x = b.pick(lambda v: len(v.dims) == 2 and v.ty == b.ty) if b.ty != "f32" else None
+    if x is None or b.draw(st.booleans()):
+        x = b.param(b.ty, (b.draw(st.sampled_from([16, 20, 32] if b.ty == "f32" else
+                                                  [3, 16, 21])),
+                           b.draw(st.sampled_from([8, 16, 24, 40]))))
+    m, k = x.dims
+    n = b.draw(st.sampled_from([8, 16] if b.ty == "f32" else [5, 8, 16]))
+    rc = b.draw(st.sampled_from([0, 1]))
+    w = b.param(b.ty, (k, n) if rc == 0 else (n, k), _weight_scale(k))
+    b.emit(b.ty, (m, n),
+           f"dot({x.name}, {w.name}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{{rc}}}")
+
+
 WORKSPACE_STEPS = (_wide_dot, _wide_dot, _wide_dot_t, _square_dot, _square_dot, _unary,
                    _binary, _transpose, _reduce)
 """Steps whose big programs reach the CPU's workspace custom-calls (GEMM dots, and with
@@ -484,7 +506,7 @@ def _sharding(b: _Builder) -> None:
 
 STEPS = (_unary, _binary, _select, _convert, _broadcast, _reshape, _transpose, _slice, _pad,
          _concatenate, _reverse, _iota, _reduce, _dot, _dot_rows, _dynamic_slice, _narrow_sum,
-         _arg_reduce, _row_softmax, _batched_gather, _sharding)
+         _arg_reduce, _row_softmax, _batched_gather, _sharding, _tensor_core_dot)
 
 
 def _argument(rng: np.random.Generator, v: Value) -> np.ndarray:

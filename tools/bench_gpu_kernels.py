@@ -22,6 +22,7 @@ these sizes, where its dispatch hides behind the kernels).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -241,7 +242,7 @@ def jax_time(case: Case, reps: int) -> float | None:
     nn = types.SimpleNamespace(softmax=jax.nn.softmax, gelu=jax.nn.gelu)
     lax = types.SimpleNamespace(dot=jax.lax.dot)
     prec = {"highest": "highest", "default": None}[case.precision]
-    with jax.default_matmul_precision(prec) if prec else _nothing():
+    with jax.default_matmul_precision(prec) if prec else contextlib.nullcontext():
         f = jax.jit(lambda *a: case.fn(jnp, nn, lax, *a))
         args = jax.device_put(case.args, dev)
         jax.block_until_ready(f(*args))
@@ -250,14 +251,6 @@ def jax_time(case: Case, reps: int) -> float | None:
             out = f(*args)
         jax.block_until_ready(out)
     return (time.perf_counter() - t0) / reps
-
-
-class _nothing:  # noqa: N801 - a null context manager
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def measure(case: Case, reps: int, sm: int | None) -> dict[str, Any]:

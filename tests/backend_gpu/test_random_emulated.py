@@ -15,9 +15,14 @@ from hypothesis import strategies as st
 from tests.backend_cpu.test_random_programs import programs, reduce_programs
 from tests.backend_gpu.emulator import Emulator
 from tests.backend_gpu.helpers import compile_text
+from tests.hlo_programs import Program, _binary, _tensor_core_dot, _transpose, _unary, hlo_programs
 from xlc.errors import XlcError
-from xlc.hlo.evaluator import evaluate
+from xlc.hlo.attrs import Literal
+from xlc.hlo.evaluator import evaluate, flatten_result
+from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
+from xlc.hlo.opcodes import Opcode
 from xlc.hlo.parser import parse_module
+from xlc.hlo.shape import PrimitiveType, Shape
 
 
 def _gpu_available() -> bool:
@@ -106,3 +111,49 @@ def _mixed() -> st.SearchStrategy:
 def test_random_mixed_program_on_the_gpu_path(prog: object, runner: str) -> None:
     """Data movement, reductions, dots, converts and selects over every dtype."""
     _check(prog.text, prog.args, prog.tolerance, runner)  # type: ignore[attr-defined]
+
+
+def tf32_reference(text: str) -> HloModule:
+    """`text` with every f32 dot's operands rounded to TF32 first, as `cvt.rna.tf32.f32`
+    does for finite values (to nearest, ties away from zero: add half a TF32 ulp to the bits,
+    clear the 13 low ones): what the GPU computes at DEFAULT precision, up to the order of
+    the f32 sums."""
+    mod = parse_module(text)
+    for comp in mod.computations:
+        for inst in list(comp.instructions):
+            if inst.opcode is not Opcode.DOT or \
+                    inst.shape.element_type is not PrimitiveType.F32:
+                continue
+            inst.set_operands([_round_tf32(comp, op) for op in inst.operands])
+        comp.sort_post_order()
+    return mod
+
+
+def _round_tf32(comp: HloComputation, x: HloInstruction) -> HloInstruction:
+    u32 = x.shape.with_type(PrimitiveType.U32)
+
+    def splat(v: int) -> HloInstruction:
+        c = comp.add(Opcode.CONSTANT, Shape.array(PrimitiveType.U32, ()), (),
+                     {"literal": Literal(np.uint32(v))})
+        return comp.add(Opcode.BROADCAST, u32, (c,), {"dimensions": ()})
+    bits = comp.add(Opcode.BITCAST_CONVERT, u32, (x,))
+    up = comp.add(Opcode.ADD, u32, (bits, splat(0x1000)))
+    cut = comp.add(Opcode.AND, u32, (up, splat(0xFFFFE000)))
+    return comp.add(Opcode.BITCAST_CONVERT, x.shape, (cut,))
+
+
+@settings(max_examples=15, deadline=None)
+@given(prog=hlo_programs(dtypes=("f32",), steps=(_tensor_core_dot, _tensor_core_dot, _unary,
+                                                 _binary, _transpose), max_steps=6))
+def test_random_f32_dots_in_tf32(prog: Program) -> None:
+    """Random f32 programs whose dots take the TF32 tensor-core kernel (compiled at DEFAULT
+    precision), against the evaluator run on TF32-rounded dot operands."""
+    exe = compile_text(prog.text)
+    dots = [i for c in exe.module.computations for i in c.instructions
+            if i.opcode is Opcode.DOT]
+    assert ("m16n8k8.row.col.f32.tf32" in exe.ptx) == bool(dots)   # every dot in TF32
+    got = Emulator(exe).run(list(prog.args))
+    want = flatten_result(evaluate(tf32_reference(prog.text), list(prog.args)))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                   rtol=prog.tolerance, atol=prog.tolerance, err_msg=prog.text)

@@ -72,6 +72,8 @@ class GemmOutput:
         self.dot, self.fusion, self.steps = dot, fusion, steps or []
         self.buffer = fusion if fusion is not None else dot
         """The instruction whose (array) buffer the kernel writes."""
+        self._strides = strides(dot.shape)
+        self._pt = element_type(dot.shape, dot.name)
 
     def operand(self, op: HloInstruction) -> HloInstruction:
         """The instruction whose buffer holds dot operand `op`."""
@@ -84,8 +86,8 @@ class GemmOutput:
         element type): at its place in the dot's buffer, or through the epilogue."""
         b = k.b
         if self.fusion is None:
-            lu.store_element(b, value, k.ptr(self.dot), linear_offset(b, parts, strides(
-                self.dot.shape)), element_type(self.dot.shape, self.dot.name))
+            lu.store_element(b, value, k.ptr(self.dot), linear_offset(b, parts, self._strides),
+                             self._pt)
             return
         idx: list[ir.Value] = [parts.get(d, i64(0)) for d in range(self.dot.shape.rank)]
         for step in self.steps:
@@ -205,15 +207,13 @@ def emit_gemm(em: GpuEmitter, inst: HloInstruction, out: GemmOutput) -> list[Thu
     from xlc.backend_gpu.emit_mma import emit_dot_mma, mma_applicable
     from xlc.backend_gpu.emit_mma_pipe import emit_dot_pipelined, pipe_config
 
-    if mma_applicable(inst, plan, em.sm):
+    half = mma_applicable(inst, plan, em.sm)
+    if half or uses_tf32(em, inst, plan):
         piped = pipe_config(em, inst, plan)
         if piped is not None:
             return emit_dot_pipelined(em, inst, plan, *piped)
-        return emit_dot_mma(em, inst, plan)
-    if uses_tf32(em, inst, plan):
-        piped = pipe_config(em, inst, plan)
-        if piped is not None:
-            return emit_dot_pipelined(em, inst, plan, *piped)
+        if half:
+            return emit_dot_mma(em, inst, plan)
     r = register_block(plan)
     tm = tn = TILE * r                       # block tile: tm x tn outputs, K step TILE
     k = em.kernel(out.buffer, [(out.buffer, ())], operand_buffers(out.buffer),

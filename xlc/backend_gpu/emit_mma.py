@@ -151,17 +151,9 @@ def emit_dot_mma(em: GpuEmitter, inst: HloInstruction, plan: DotPlan) -> list[Th
             b_regs.append([b_at(c0, n), b_at(b.add(c0, i64(8)), n)])
         for mi in range(MI):
             for ni in range(NI):
-                words = a_regs[mi] + b_regs[ni]
-                for q, w in enumerate(words):
-                    b.store(w, b.gep(frag, [i32(0), i32(q)]))
-                for q, slot in enumerate(accs[mi][ni]):
-                    b.store(b.bitcast(b.load(slot), lu.I32), b.gep(frag, [i32(0), i32(6 + q)]))
-                b.call(mma, [frag])
-                for q, slot in enumerate(accs[mi][ni]):
-                    word = b.load(b.gep(frag, [i32(0), i32(6 + q)]))
-                    b.store(b.bitcast(word, lu.F32), slot)
+                mma_accumulate(b, mma, frag, a_regs[mi] + b_regs[ni], accs[mi][ni])
         nvptx.barrier(b)
-    write_accumulators(k, inst, plan, bi, out_pt, accs, m0, n0, b.mul(wm, i64(32)),
+    write_accumulators(k, plan, bi, out_pt, accs, m0, n0, b.mul(wm, i64(32)),
                        b.mul(wn, i64(32)), lane)
     k.finish()
     return [k.thunk()]
@@ -196,8 +188,22 @@ class _Stager:
         return b.select(b.and_(f_ok, k_ok), bits, ir.Constant(lu.I16, 0))
 
 
-def write_accumulators(k: GpuKernel, inst: HloInstruction, plan: DotPlan,
-                       bi: dict[int, ir.Value], out_pt: PrimitiveType,
+def mma_accumulate(b: ir.IRBuilder, mma: ir.Function, frag: ir.Value, words: list[ir.Value],
+                   acc: list[ir.Value]) -> None:
+    """acc += A * B for one 16 x 8 tile: the 6 operand `words` and the 4 accumulator slots
+    `acc` through the 10-word fragment `frag` of `mma_function` (promoted to registers once
+    the wrapper is inlined)."""
+    for q, w in enumerate(words):
+        b.store(w, b.gep(frag, [i32(0), i32(q)]))
+    for q, slot in enumerate(acc):
+        b.store(b.bitcast(b.load(slot), lu.I32), b.gep(frag, [i32(0), i32(6 + q)]))
+    b.call(mma, [frag])
+    for q, slot in enumerate(acc):
+        b.store(b.bitcast(b.load(b.gep(frag, [i32(0), i32(6 + q)])), lu.F32), slot)
+
+
+def write_accumulators(k: GpuKernel, plan: DotPlan, bi: dict[int, ir.Value],
+                       out_pt: PrimitiveType,
                        accs: list[list[list[ir.Value]]], m0: ir.Value, n0: ir.Value,
                        warp_m0: ir.Value, warp_n0: ir.Value, lane: ir.Value) -> None:
     """Store a warp's mma accumulators: tile (mi, ni) of the warp covers rows

@@ -36,9 +36,9 @@ from llvmlite import ir
 
 from xlc.backend_gpu import nvptx, ptx_inline
 from xlc.backend_gpu.emit_gemm import DotPlan, linear_offset
-from xlc.backend_gpu.emit_mma import mma_function, write_accumulators
+from xlc.backend_gpu.emit_mma import mma_accumulate, mma_function, write_accumulators
 from xlc.backend_gpu.emitter import GpuEmitter, operand_buffers
-from xlc.backend_gpu.kernel import GpuKernel, element_type, i32, i64, unflatten
+from xlc.backend_gpu.kernel import GpuKernel, element_type, i64, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
 from xlc.hlo.ir import HloInstruction
@@ -340,9 +340,9 @@ def emit_dot_pipelined(em: GpuEmitter, inst: HloInstruction, plan: DotPlan, kind
                                                                        ra.k_major)]
             for mi in range(mi_n):
                 for ni in range(ni_n):
-                    _mma(b, mma, frag, a_regs[mi] + b_regs[ni], accs[mi][ni])
+                    mma_accumulate(b, mma, frag, a_regs[mi] + b_regs[ni], accs[mi][ni])
     ptx_inline.cp_async_wait(b, 0)
-    write_accumulators(k, inst, plan, bi, out_pt, accs, m0, n0,
+    write_accumulators(k, plan, bi, out_pt, accs, m0, n0,
                        b.mul(wm, i64(cfg.wm)), b.mul(wn, i64(cfg.wn)), lane)
     k.finish()
     log.debug("dot %s: pipelined %s mma, %dx%d tiles (%s x %s)", inst.name, kind.ptx, cfg.bm,
@@ -431,14 +431,3 @@ class _Fragments:
                  for kk in (k0, b.add(k0, i64(4)))]
         return [r[0:2], r[2:4]]
 
-
-def _mma(b: ir.IRBuilder, mma: ir.Function, frag: ir.Value, words: list[ir.Value],
-         acc: list[ir.Value]) -> None:
-    """acc += A * B for one 16 x 8 tile through the 10-word fragment of `mma_function`."""
-    for q, w in enumerate(words):
-        b.store(w, b.gep(frag, [i32(0), i32(q)]))
-    for q, slot in enumerate(acc):
-        b.store(b.bitcast(b.load(slot), lu.I32), b.gep(frag, [i32(0), i32(6 + q)]))
-    b.call(mma, [frag])
-    for q, slot in enumerate(acc):
-        b.store(b.bitcast(b.load(b.gep(frag, [i32(0), i32(6 + q)])), lu.F32), slot)

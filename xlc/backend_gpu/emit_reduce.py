@@ -16,12 +16,11 @@ root of reduces sharing one iteration space plus elementwise outputs over that s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from math import prod
-from typing import Any
 
-import numpy as np
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
@@ -43,6 +42,7 @@ from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
 from xlc.hlo.opcodes import Opcode
 from xlc.hlo.shape import Shape, ShapeIndex, physical_order
+from xlc.passes.simplify_util import identity_value, is_splat_of, simple_reducer
 
 log = logging.getLogger("xlc.backend_gpu")
 
@@ -83,48 +83,19 @@ def emit_reduction(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstr
     k.finish()
 
 
-_IDENTITY_OPS = frozenset({Opcode.ADD, Opcode.MULTIPLY, Opcode.MAXIMUM, Opcode.MINIMUM,
-                           Opcode.AND, Opcode.OR})
-
-
-def _identity_of(op: Opcode, dtype: np.dtype) -> Any:
-    if op is Opcode.ADD:
-        return 0
-    if op is Opcode.MULTIPLY:
-        return 1
-    if dtype.kind == "b":
-        return {Opcode.AND: True, Opcode.OR: False}.get(op)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return {Opcode.MAXIMUM: info.min, Opcode.MINIMUM: info.max, Opcode.AND: -1 if
-                dtype.kind == "i" else info.max, Opcode.OR: 0}.get(op)
-    return {Opcode.MAXIMUM: -np.inf, Opcode.MINIMUM: np.inf}.get(op)
-
-
 def has_identity_init(red: HloInstruction) -> bool:
-    """Whether `red` is a one-value reduce whose reducer is one add, multiply, max, min, and
-    or or of its two parameters and whose init is a constant equal to that op's identity
-    (0, 1, -inf / the type's minimum, +inf / maximum, all ones, zero). Partials may then start
-    at the init and combine without validity flags: f(init, x) == x for every x (an add's +0
-    init only turns a -0 total into +0, which the serial fold does too)."""
+    """Whether `red` is a one-value reduce whose reducer is one commutative op of its two
+    parameters (`simple_reducer`) and whose init is known to be that op's identity
+    (`identity_value`: 0, 1, -inf / the type's minimum, +inf / maximum, all ones). Partials
+    may then start at the init and combine without validity flags: f(init, x) == x for every
+    x (an add's +0 init only turns a -0 total into +0, which the serial fold does too)."""
     if red.opcode is not Opcode.REDUCE or _n(red) != 1:
         return False
-    comp, init = red.called[0], red.operands[1]
-    root = comp.root
-    if root is None or root.opcode not in _IDENTITY_OPS or len(comp.parameters) != 2 \
-            or {o.uid for o in root.operands} != {p.uid for p in comp.parameters} \
-            or len(root.operands) != 2:
-        return False
-    lit = init.attrs.get("literal") if init.opcode is Opcode.CONSTANT else None
-    if lit is None or lit.elided or lit.array is None or lit.array.size != 1:
-        return False
-    value = lit.array.reshape(())
-    want = _identity_of(root.opcode, value.dtype)
-    if want is None:
-        return False
-    if value.dtype.kind == "f" or value.dtype.name == "bfloat16":
-        return bool(float(value) == want)
-    return bool(value == np.asarray(want).astype(value.dtype))
+    op = simple_reducer(red.called[0])
+    init = red.operands[1]
+    et = init.shape.element_type
+    ident = None if op is None or et is None else identity_value(op, et)
+    return ident is not None and is_splat_of(init, ident)
 
 
 def combine_partials(em: GpuEmitter, b: ir.IRBuilder, red: HloInstruction,
@@ -224,17 +195,13 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
     b.store(ir.Constant(lu.I1, 0), valid_slot)
     in_shape = heroes[0][0].operands[0].shape
     vec = p.vec
+    def scalar_index(r: ir.Value) -> list[ir.Value]:
+        ridx = unflatten(b, r, red_order, p.red_sizes)
+        return [kidx[d] if d in kidx else ridx[d] for d in range(len(kept) + len(red_order))]
+
     with lu.for_range(b, i64(p.kdim // vec), start=tid, step=p.threads, name="r") as c:
         gen.clear_cache()
-        if vec > 1:     # vec consecutive elements per thread: one vector load per operand
-            first = b.add(b.mul(row, i64(p.kdim)), b.mul(c, i64(vec)))
-            lanes = [first] + [b.add(first, i64(q)) for q in range(1, vec)]
-            restore = install_vector_reads(k, gen, list(out.operands), in_shape, lanes, vec)
-            indices: list[list[ir.Value]] = [linear_to_multi(b, lin, in_shape) for lin in lanes]
-        else:
-            ridx = unflatten(b, c, red_order, p.red_sizes)
-            indices = [[kidx[d] if d in kidx else ridx[d]
-                        for d in range(len(kept) + len(red_order))]]
+        indices, _, done = row_step(k, gen, out, in_shape, row, p.kdim, c, vec, scalar_index)
         for full in indices:
             valid = b.load(valid_slot)
             for (red, _), ss in zip(heroes, slots):
@@ -249,8 +216,7 @@ def _one_row(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction
             with (b.if_then(p.active) if p.active is not None and values else nullcontext()):
                 for v, sidx in values:
                     k.write(out, full, v, sidx)
-        if vec > 1:
-            restore()
+        done()
     gen.clear_cache()
     accs = [[b.load(s) for s in ss] for ss in slots]
     valid = b.load(valid_slot)
@@ -288,6 +254,24 @@ def row_vector_width(out: HloInstruction, space: Shape, order: list[int], width:
             or list(physical_order(space)) != list(order):
         return 1
     return ROW_VECTOR
+
+
+def row_step(k: GpuKernel, gen: LeafEmitter, fusion: HloInstruction, space: Shape,
+             row: ir.Value, width: int, step: ir.Value, vec: int,
+             scalar_index: Callable[[ir.Value], list[ir.Value]]
+             ) -> tuple[list[list[ir.Value]], ir.Value, Callable[[], None]]:
+    """The element indices of step `step` of a row loop over `space` (a fusion's iteration
+    space, rows of `width` contiguous elements), the physical offset of its first element,
+    and what to call when the step's body is done. With `vec` > 1 the step covers `vec`
+    consecutive elements whose fusion operands `gen` reads with one vector load each
+    (`install_vector_reads`); with 1, the element `scalar_index(step)`."""
+    b = k.b
+    first = b.add(b.mul(row, i64(width)), b.mul(step, i64(vec)) if vec > 1 else step)
+    if vec == 1:
+        return [scalar_index(step)], first, lambda: None
+    lanes = [first] + [b.add(first, i64(q)) for q in range(1, vec)]
+    restore = install_vector_reads(k, gen, list(fusion.operands), space, lanes, vec)
+    return [linear_to_multi(b, lin, space) for lin in lanes], first, restore
 
 
 def _identity_inits(gen: LeafEmitter, heroes: list[Hero]) -> list[list[ir.Value]] | None:
@@ -378,7 +362,8 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
     """Blocks of COL_TILE x COL_LANES threads: thread (x, y) folds elements y, y + 8, ... of
     column x of the block's tile of 32 outputs (a warp reads 32 neighbouring addresses); the
     8 partials of a column meet in shared memory and thread (x, 0) combines them in order with
-    the init value and writes. Partials carry a `valid` flag, as in row reductions."""
+    the init value and writes. Partials start at an identity init, else carry a `valid` flag
+    (through shared memory too), as in row reductions."""
     b = k.b
     in_shape = heroes[0][0].operands[0].shape
     kept_sizes = [in_shape.dims[d] for d in kept]
@@ -388,13 +373,14 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
     types = [[lu.value_type(element_type(red.operands[_n(red) + j].shape, red.name))
               for j in range(_n(red))] for red, _ in heroes]
     cells = COL_TILE * COL_LANES
-    shared_bytes = cells * (1 + sum(max(1, element_type(red.operands[_n(red) + j].shape,
-                                                        red.name).byte_size)
-                                    for red, _ in heroes for j in range(_n(red))))
+    flags = not all(has_identity_init(red) for red, _ in heroes)
+    shared_bytes = cells * (int(flags) + sum(max(1, element_type(
+        red.operands[_n(red) + j].shape, red.name).byte_size)
+        for red, _ in heroes for j in range(_n(red))))
     k.launch((max(1, min(tiles, MAX_BLOCKS)), 1, 1), (COL_TILE, COL_LANES, 1), shared_bytes)
     shared = [[nvptx.shared_array(b.module, f"col{h}_{j}", t, cells) for j, t in enumerate(ts)]
               for h, ts in enumerate(types)]
-    shared_valid = nvptx.shared_array(b.module, "col_valid", lu.I8, cells)
+    shared_valid = nvptx.shared_array(b.module, "col_valid", lu.I8, cells) if flags else None
     tx = b.zext(nvptx.thread_idx(b, "x"), lu.I64)
     ty = b.zext(nvptx.thread_idx(b, "y"), lu.I64)
     cell = b.add(b.mul(ty, i64(COL_TILE)), tx)
@@ -433,19 +419,21 @@ def _column(em: GpuEmitter, k: GpuKernel, gen: LeafEmitter, out: HloInstruction,
         for ss, arrs in zip(slots, shared):
             for s, gv in zip(ss, arrs):
                 b.store(b.load(s), _shared_ptr(b, gv, cell))
-        b.store(b.zext(b.load(valid_slot), lu.I8), _shared_ptr(b, shared_valid, cell))
+        if shared_valid is not None:
+            b.store(b.zext(b.load(valid_slot), lu.I8), _shared_ptr(b, shared_valid, cell))
         nvptx.barrier(b)
         with b.if_then(b.and_(ok, b.icmp_unsigned("==", ty, i64(0)))):
             accs = [[gen.generate(red.operands[_n(red) + j], []) for j in range(_n(red))]
                     for red, _ in heroes]
             for lane in range(COL_LANES):
                 at = b.add(tx, i64(COL_TILE * lane))
-                has = b.trunc(b.load(_shared_ptr(b, shared_valid, at)), lu.I1)
+                has = None if shared_valid is None else \
+                    b.trunc(b.load(_shared_ptr(b, shared_valid, at)), lu.I1)
                 new_accs = []
                 for (red, _), vals, arrs, ts in zip(heroes, accs, shared, types):
                     part = [b.load(_shared_ptr(b, gv, at), typ=t) for gv, t in zip(arrs, ts)]
                     comb = combine_partials(em, b, red, vals, part)
-                    new_accs.append(comb if inits is not None else
+                    new_accs.append(comb if has is None else
                                     [b.select(has, c, v) for c, v in zip(comb, vals)])
                 accs = new_accs
             oidx = [kidx[d] for d in sorted(kept)]

@@ -19,13 +19,11 @@ Barriers separate the reduces' uses of shared memory and consecutive rows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from math import prod
 
 from llvmlite import ir
 
 from xlc.backend_gpu import nvptx
-from xlc.backend_gpu.emit_loop import install_vector_reads
 from xlc.backend_gpu.emit_reduce import (
     ROW_THREADS,
     WARP_ROW_MAX,
@@ -33,13 +31,13 @@ from xlc.backend_gpu.emit_reduce import (
     block_reduce,
     combine_partials,
     has_identity_init,
+    row_step,
     row_vector_width,
 )
 from xlc.backend_gpu.emitter import GpuEmitter, array_buffers, operand_buffers
 from xlc.backend_gpu.kernel import MAX_BLOCKS, element_type, i64, strided, unflatten
 from xlc.backend_gpu.thunks import Thunk
 from xlc.codegen import llvm_utils as lu
-from xlc.codegen.indexing import linear_to_multi
 from xlc.codegen.ir_array import fusion_generator
 from xlc.errors import UnsupportedOpError
 from xlc.hlo.ir import HloInstruction
@@ -122,15 +120,6 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             ridx = unflatten(b, r, rdims, red_sizes)
             return [kidx[d] if d in kidx else ridx[d] for d in range(space.rank)]
 
-        def chunk_indices(c: ir.Value) -> tuple[list[list[ir.Value]], Callable[[], None]]:
-            """The indices of step `c` of a row loop (vec consecutive elements, read with
-            vector loads where possible) and what to call after the step."""
-            if vec == 1:
-                return [full_index(c)], lambda: None
-            first = b.add(b.mul(row, i64(width)), b.mul(c, i64(vec)))
-            lanes = [first] + [b.add(first, i64(q)) for q in range(1, vec)]
-            restore = install_vector_reads(k, gen, list(inst.operands), space, lanes, vec)
-            return [linear_to_multi(b, lin, space) for lin in lanes], restore
 
         for h, red in enumerate(reduces):
             operand, init = red.operands
@@ -144,7 +133,8 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
             with lu.for_range(b, i64(width // vec), start=row_tid, step=row_threads,
                               name=f"f{h}") as c:
                 gen.clear_cache()
-                indices, done = chunk_indices(c)
+                indices, _, done = row_step(k, gen, inst, space, row, width, c, vec,
+                                            full_index)
                 for full in indices:
                     x = gen.generate(operand, full)
                     acc = b.load(slots[h])
@@ -170,7 +160,8 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
         with lu.for_range(b, i64(width // vec), start=row_tid, step=row_threads,
                           name="out") as c:
             gen.clear_cache()
-            indices, done = chunk_indices(c)
+            indices, first, done = row_step(k, gen, inst, space, row, width, c, vec,
+                                            full_index)
             # every output's element before any store: an output may share an operand's
             # buffer (a vector load reads all lanes' elements at the first lane)
             values = [[gen.generate(x, full) for x in roots] for full in indices]
@@ -183,7 +174,6 @@ def emit_row_fusion(em: GpuEmitter, inst: HloInstruction) -> list[Thunk]:
                                                   ir.Undefined)
                         for q, x in enumerate(lanes_j):
                             v = b.insert_element(v, x, ir.Constant(lu.I32, q))
-                        first = b.add(b.mul(row, i64(width)), b.mul(c, i64(vec)))
                         lu.store_vector(b, v, k.ptr(o, sidx), first, pt,
                                         align=vec * pt.byte_size)
                         continue

@@ -258,7 +258,7 @@ class GpuRuntime:
             if p.physical_perm is not None:
                 host = host.transpose(p.physical_perm)
             host = np.ascontiguousarray(host)
-            stream, slot = s0, None
+            stream = s0
             if info.outlives_call and not persistent:
                 dst = self.pool.take(info.size, s0)   # becomes an output block: results own it
                 owners[p.allocation] = DeviceArray(dst, (info.size,), np.dtype(np.uint8),

@@ -41,7 +41,7 @@ def _small_concat(inst: HloInstruction) -> bool:
     return len(inst.operands) <= MAX_CONCAT_OPERANDS
 
 
-def _same_width_bitcast_convert(inst: HloInstruction) -> bool:
+def same_width_bitcast_convert(inst: HloInstruction) -> bool:
     """Only element-for-element bitcast-converts (equal bit widths) are elementwise."""
     src, dst = inst.operands[0].shape.element_type, inst.shape.element_type
     return src is not None and dst is not None and src.bit_width == dst.bit_width
@@ -61,7 +61,7 @@ _PRODUCER_RULES: dict[Opcode, Callable[[HloInstruction], bool]] = {
     Opcode.REVERSE: _always,
     Opcode.IOTA: _always,
     Opcode.COPY: _always,
-    Opcode.BITCAST_CONVERT: _same_width_bitcast_convert,
+    Opcode.BITCAST_CONVERT: same_width_bitcast_convert,
     Opcode.CONCATENATE: _small_concat,
     Opcode.CONSTANT: _is_scalar_constant,  # large constants stay constant allocations
 }

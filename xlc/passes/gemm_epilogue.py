@@ -25,7 +25,12 @@ import logging
 
 from xlc.hlo.ir import HloComputation, HloInstruction, HloModule
 from xlc.hlo.opcodes import Opcode
-from xlc.passes.fusion_legality import LOOP, OUTPUT, is_fusible_computation
+from xlc.passes.fusion_legality import (
+    LOOP,
+    OUTPUT,
+    is_fusible_computation,
+    same_width_bitcast_convert,
+)
 from xlc.passes.fusion_utils import (
     create_fusion,
     embedded_callees,
@@ -57,8 +62,7 @@ def _passes_index(inst: HloInstruction) -> bool:
     if op in _SAME_INDEX or op in _MOVES:
         return True
     if op is Opcode.BITCAST_CONVERT:
-        src, dst = inst.operands[0].shape.element_type, inst.shape.element_type
-        return src is not None and dst is not None and src.bit_width == dst.bit_width
+        return same_width_bitcast_convert(inst)
     return bool(op.is_elementwise) and inst.shape.is_array
 
 
@@ -67,8 +71,8 @@ def epilogue_steps(comp: HloComputation, source: HloInstruction) -> list[Step] |
     every root element is computed from exactly one element of `source` through the ops the
     module docstring lists; None otherwise."""
     root = comp.root
-    if root is None or not root.shape.is_array or root is source:
-        return None if root is not source else []
+    if root is None or not root.shape.is_array:
+        return None
     sig: dict[int, tuple[Step, ...]] = {source.uid: ()}
     for inst in comp.post_order():
         if inst is source:
@@ -80,13 +84,7 @@ def epilogue_steps(comp: HloComputation, source: HloInstruction) -> list[Step] |
             return None
         step = _step(inst)
         sig[inst.uid] = reached[0] + ((step,) if step is not None else ())
-    # every use of a value derived from the source must lead to the root
-    for inst in comp.instructions:
-        if inst.uid in sig and inst is not root and not inst.users:
-            return None
-    if root.uid not in sig:
-        return None
-    return list(sig[root.uid])
+    return list(sig[root.uid]) if root.uid in sig else None
 
 
 def fused_dot(fusion: HloInstruction) -> HloInstruction | None:
